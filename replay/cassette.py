@@ -1,0 +1,385 @@
+"""The cassette: what one scenario run sent to and got from every model, and how it ended.
+
+Format v1 is one msgpack map behind an 8-byte magic. Messages are stored once each in a
+content-addressed table and requests refer to them by index, as ``[start, count]`` runs:
+each request re-sends the whole history, so storing messages per request would grow with
+the square of the conversation length, while runs of indices stay O(1) per request.
+Settings and request parameters (tool definitions) are interned the same way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import msgpack
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import CassetteError
+
+MAGIC = b"\xc1replay\n"  # 0xc1 is never valid msgpack, so no stray file matches by accident
+FORMAT_VERSION = 1
+SUFFIX = ".cassette"
+
+Kind = Literal["request", "request_stream", "count_tokens", "compact_messages"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=False)
+
+
+class ErrorInfo(_Model):
+    type: str
+    message: str
+
+
+class Header(_Model):
+    format_version: int = FORMAT_VERSION
+    tool_version: str = ""
+    scenario_id: str | None = None
+    source_hash: str | None = None
+    mode: Literal["record", "replay"] = "record"
+    harness_version: str | None = None
+    slim_version: str | None = None
+    pydantic_version: str | None = None
+    python_version: str = ""
+    platform: str = ""
+    created_at: str = ""
+    roles: dict[str, str] = Field(default_factory=dict)
+    """Role → where its agent was built (module), so a renamed inner agent is explainable."""
+
+
+class Exchange(_Model):
+    """One outgoing model call and what came back."""
+
+    seq: int
+    role: str
+    index: int
+    """Ordinal of this call within its role: replay serves responses per role in this order."""
+    kind: Kind
+    model_name: str | None = None
+    model_system: str | None = None
+    messages: list[int] = Field(default_factory=list)
+    """Indices into :attr:`Cassette.messages`, expanded from ``[start, count]`` runs on disk."""
+    settings: int | None = None
+    parameters: int | None = None
+    instructions: str | None = None
+    response: int | None = None
+    """Index of the response message (a ModelResponse) in the message table."""
+    usage: dict[str, Any] | None = None
+    """count_tokens result."""
+    events: list[dict[str, Any]] | None = None
+    """Stream events as the model produced them (request_stream only)."""
+    error: ErrorInfo | None = None
+
+
+class AgentRunRecord(_Model):
+    """One run of an agent: what it started with and what it ended with."""
+
+    role: str
+    prompt: Any = None
+    history: list[int] = Field(default_factory=list)
+    result: list[int] = Field(default_factory=list)
+    output: Any = None
+    error: ErrorInfo | None = None
+
+
+class Outcome(_Model):
+    status: Literal["ok", "error"] = "ok"
+    output: Any = None
+    error: ErrorInfo | None = None
+
+
+class ObservationRecord(_Model):
+    name: str
+    value: Any = None
+
+
+class Cassette(_Model):
+    header: Header = Field(default_factory=Header)
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    blobs: list[Any] = Field(default_factory=list)
+    exchanges: list[Exchange] = Field(default_factory=list)
+    runs: list[AgentRunRecord] = Field(default_factory=list)
+    outcome: Outcome = Field(default_factory=Outcome)
+    observations: list[ObservationRecord] = Field(default_factory=list)
+    expectations: dict[str, Any] = Field(default_factory=dict)
+
+    def blob(self, index: int | None) -> Any:
+        return None if index is None else self.blobs[index]
+
+    def expand(self, indices: Iterable[int]) -> list[dict[str, Any]]:
+        table = self.messages
+        return [table[i] for i in indices]
+
+    def by_role(self) -> dict[str, list[Exchange]]:
+        roles: dict[str, list[Exchange]] = {}
+        for ex in self.exchanges:
+            roles.setdefault(ex.role, []).append(ex)
+        return roles
+
+
+# --------------------------------------------------------------------------- building
+
+
+def _digest(value: Any) -> bytes:
+    return hashlib.blake2b(msgpack.packb(value, use_bin_type=True), digest_size=16).digest()
+
+
+class CassetteBuilder:
+    """Interns messages and blobs while a run is captured, so identical ones are stored once."""
+
+    def __init__(self, header: Header | None = None) -> None:
+        self.cassette = Cassette(header=header or Header())
+        self._message_ids: dict[bytes, int] = {}
+        self._blob_ids: dict[bytes, int] = {}
+
+    def message(self, message: dict[str, Any]) -> int:
+        key = _digest(message)
+        found = self._message_ids.get(key)
+        if found is None:
+            found = self._message_ids[key] = len(self.cassette.messages)
+            self.cassette.messages.append(message)
+        return found
+
+    def messages(self, messages: Iterable[dict[str, Any]]) -> list[int]:
+        return [self.message(m) for m in messages]
+
+    def blob(self, value: Any) -> int | None:
+        if value is None:
+            return None
+        key = _digest(value)
+        found = self._blob_ids.get(key)
+        if found is None:
+            found = self._blob_ids[key] = len(self.cassette.blobs)
+            self.cassette.blobs.append(value)
+        return found
+
+
+# --------------------------------------------------------------------------- limits
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on what the loader accepts, so a hostile file costs bounded time and memory."""
+
+    max_bytes: int = 256 * 1024 * 1024
+    max_items: int = 1_000_000
+    """Largest array or map inside the file."""
+    max_string: int = 64 * 1024 * 1024
+    max_depth: int = 200
+    """Deepest nesting of a message or value (msgpack itself stops at 1024)."""
+
+
+DEFAULT_LIMITS = Limits()
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+def _runs(indices: list[int]) -> list[int]:
+    """Encode indices as flat ``[start, count, start, count, ...]`` runs of consecutive ids."""
+    out: list[int] = []
+    if not indices:
+        return out
+    start = prev = indices[0]
+    for i in indices[1:]:
+        if i == prev + 1:
+            prev = i
+            continue
+        out += (start, prev - start + 1)
+        start = prev = i
+    out += (start, prev - start + 1)
+    return out
+
+
+def _unruns(runs: Any, table_size: int) -> list[int]:
+    if not isinstance(runs, list) or len(runs) % 2:
+        raise ValueError("message references must be a flat list of [start, count] pairs")
+    out: list[int] = []
+    for k in range(0, len(runs), 2):
+        start, count = runs[k], runs[k + 1]
+        if type(start) is not int or type(count) is not int or start < 0 or count < 1:
+            raise ValueError(f"bad message reference run {start!r}, {count!r}")
+        if start + count > table_size:
+            raise ValueError(f"message reference {start + count - 1} outside the table of {table_size}")
+        out.extend(range(start, start + count))
+    return out
+
+
+def to_wire(cassette: Cassette) -> dict[str, Any]:
+    data = cassette.model_dump(mode="python", exclude_none=False)
+    for ex in data["exchanges"]:
+        ex["messages"] = _runs(ex["messages"])
+    for run in data["runs"]:
+        run["history"] = _runs(run["history"])
+        run["result"] = _runs(run["result"])
+    return {"format": "harness-replay", "version": FORMAT_VERSION, **data}
+
+
+def dumps(cassette: Cassette) -> bytes:
+    try:
+        return MAGIC + msgpack.packb(to_wire(cassette), use_bin_type=True)
+    except (TypeError, ValueError) as exc:
+        raise CassetteError(cassette.header.scenario_id or "<cassette>", f"cannot encode: {exc}") from exc
+
+
+def _refuse_ext(code: int, data: bytes) -> Any:
+    raise ValueError(f"msgpack extension type {code} is not allowed in a cassette")
+
+
+def _check_depth(value: Any, max_depth: int) -> None:
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > max_depth:
+            raise ValueError(f"nesting deeper than {max_depth}")
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node if isinstance(v, (dict, list)))
+
+
+def loads(data: bytes, source: object = "<bytes>", limits: Limits = DEFAULT_LIMITS) -> Cassette:
+    """Parse cassette bytes; every problem becomes one :class:`CassetteError`."""
+    if not data:
+        raise CassetteError(source, "empty file, not a cassette")
+    if len(data) > limits.max_bytes:
+        raise CassetteError(source, f"file is {len(data)} bytes, over the {limits.max_bytes}-byte limit")
+    if not data.startswith(MAGIC):
+        raise CassetteError(source, "not a harness-replay cassette (wrong magic bytes)")
+    try:
+        raw = msgpack.unpackb(
+            data[len(MAGIC) :],
+            raw=False,
+            strict_map_key=True,
+            ext_hook=_refuse_ext,
+            max_str_len=limits.max_string,
+            max_bin_len=limits.max_string,
+            max_array_len=limits.max_items,
+            max_map_len=limits.max_items,
+            max_ext_len=0,
+            use_list=True,
+        )
+    except msgpack.ExtraData:
+        raise CassetteError(source, "trailing bytes after the cassette (corrupted)") from None
+    except (ValueError, msgpack.UnpackException, TypeError, OverflowError) as exc:
+        problem = str(exc) or type(exc).__name__
+        if "incomplete" in problem.lower() or isinstance(exc, msgpack.OutOfData):
+            problem = "truncated"
+        raise CassetteError(source, f"corrupted cassette: {problem}") from None
+    except RecursionError:
+        raise CassetteError(source, "corrupted cassette: nesting too deep") from None
+    if not isinstance(raw, dict) or raw.get("format") != "harness-replay":
+        raise CassetteError(source, "not a harness-replay cassette (no format marker)")
+    version = raw.pop("version", None)
+    raw.pop("format")
+    if type(version) is not int:
+        raise CassetteError(source, "corrupted cassette: format version missing")
+    if version > FORMAT_VERSION:
+        raise CassetteError(
+            source, f"written in cassette format {version}; this harness-replay reads format {FORMAT_VERSION} (upgrade it)"
+        )
+    if version < 1:
+        raise CassetteError(source, f"unknown cassette format {version}")
+    try:
+        for key in ("messages", "blobs"):
+            for item in raw.get(key, ()) or ():
+                _check_depth(item, limits.max_depth)
+        table = len(raw.get("messages") or ())
+        for ex in raw.get("exchanges") or ():
+            if isinstance(ex, dict):
+                ex["messages"] = _unruns(ex.get("messages", []), table)
+                _check_depth(ex.get("events"), limits.max_depth)
+                _check_refs(ex, table, len(raw.get("blobs") or ()))
+        for run in raw.get("runs") or ():
+            if isinstance(run, dict):
+                run["history"] = _unruns(run.get("history", []), table)
+                run["result"] = _unruns(run.get("result", []), table)
+        return Cassette.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise CassetteError(source, f"invalid cassette: {where}: {first['msg']}") from None
+    except (ValueError, TypeError, AttributeError, RecursionError) as exc:
+        raise CassetteError(source, f"invalid cassette: {exc}") from None
+
+
+def _check_refs(ex: dict[str, Any], messages: int, blobs: int) -> None:
+    for key, size in (("response", messages), ("settings", blobs), ("parameters", blobs)):
+        ref = ex.get(key)
+        if ref is not None and (type(ref) is not int or not 0 <= ref < size):
+            raise ValueError(f"exchange {key} reference {ref!r} outside its table")
+
+
+def load(path: str | os.PathLike[str], limits: Limits = DEFAULT_LIMITS) -> Cassette:
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        if size > limits.max_bytes:
+            raise CassetteError(p, f"file is {size} bytes, over the {limits.max_bytes}-byte limit")
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise CassetteError(p, "no such cassette") from None
+    except IsADirectoryError:
+        raise CassetteError(p, "is a directory, not a cassette") from None
+    except OSError as exc:
+        raise CassetteError(p, f"cannot read: {exc.strerror or exc}") from None
+    return loads(data, p, limits)
+
+
+def save(cassette: Cassette, path: str | os.PathLike[str]) -> Path:
+    """Write atomically: a crash leaves either the old cassette or the new one, never a torn file."""
+    data = dumps(cassette)
+    return write_atomic(Path(path), data)
+
+
+def write_atomic(path: Path, data: bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    try:
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError:
+        pass
+    return path
+
+
+def clean_stale_temps(directory: Path) -> int:
+    """Remove temp files a killed writer left behind; returns how many."""
+    removed = 0
+    for tmp in directory.rglob(f".*{SUFFIX}.*.tmp"):
+        try:
+            tmp.unlink()
+            removed += 1
+        except OSError:
+            pass
+    return removed
+
+
+def iter_cassettes(directory: Path) -> Iterator[Path]:
+    yield from sorted(directory.rglob(f"*{SUFFIX}"))
+
+
+def cassette_path(directory: Path, scenario_id: str) -> Path:
+    return directory / f"{scenario_id}{SUFFIX}"

@@ -1,0 +1,252 @@
+"""Re-run a scenario on the installed harness, answering every model call from a cassette.
+
+Responses are served per role in that role's order: capability calls can run
+concurrently (background tasks), so one global index would hand the summarizer's answer
+to the reminder. What the scenario sends is captured into a new cassette, exactly as when
+recording, so the differ compares like with like.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections import deque
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from .cassette import Cassette, ErrorInfo, Exchange
+from .recorder import Call, Session, adapters, base_header, execute_async, finalize, load_messages
+from .scenario import Scenario
+
+OnExhausted = Literal["fail", "repeat", "fake"]
+
+# Provider constructors refuse to build without a key; a replay never sends one anywhere.
+_PLACEHOLDER_KEYS = (
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "GROQ_API_KEY",
+    "MISTRAL_API_KEY",
+    "CO_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "OPENROUTER_API_KEY",
+    "XAI_API_KEY",
+    "CEREBRAS_API_KEY",
+    "HF_TOKEN",
+)
+
+
+class ReplayExhausted(Exception):
+    """The scenario asked a role for more responses than the cassette holds."""
+
+
+class ReplayedModelError(Exception):
+    """Stands in for a recorded model exception whose class cannot be rebuilt here."""
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Where a replay stopped following the recording: the report names role and ordinal."""
+
+    role: str
+    index: int
+    kind: Literal["exhausted", "unused", "kind_mismatch", "network"]
+    detail: str
+
+    def describe(self) -> str:
+        return f"{self.role}[{self.index}]: {self.detail}"
+
+
+@dataclass
+class ReplayResult:
+    scenario_id: str
+    recorded: Cassette
+    result: Cassette
+    divergences: list[Divergence] = field(default_factory=list)
+
+
+def _rebuild_error(info: ErrorInfo) -> BaseException:
+    """Re-raise a recorded model error as its own class when that class is already imported.
+
+    Only classes from modules already in ``sys.modules`` are used: a cassette never
+    causes an import.
+    """
+    module_name, _, qualname = info.type.rpartition(".")
+    module = sys.modules.get(module_name)
+    cls = getattr(module, qualname, None) if module is not None else None
+    if isinstance(cls, type) and issubclass(cls, Exception):
+        try:
+            return cls(info.message)
+        except Exception:
+            pass
+    return ReplayedModelError(f"{info.type}: {info.message}")
+
+
+class CassetteSource:
+    """Serves a cassette's responses per role, in order, under an exhaustion policy."""
+
+    def __init__(self, recorded: Cassette, on_exhausted: OnExhausted = "fail") -> None:
+        self.recorded = recorded
+        self.on_exhausted = on_exhausted
+        self.queues: dict[str, deque[Exchange]] = {r: deque(xs) for r, xs in recorded.by_role().items()}
+        self.last: dict[str, Exchange] = {}
+        self.divergences: list[Divergence] = []
+
+    def _next(self, call: Call, exchange: Exchange) -> Exchange | None:
+        queue = self.queues.get(call.role)
+        if queue:
+            rec = queue.popleft()
+            self.last[call.role] = rec
+            if rec.kind != call.kind and {rec.kind, call.kind} != {"request", "request_stream"}:
+                self.divergences.append(
+                    Divergence(call.role, exchange.index, "kind_mismatch", f"recorded {rec.kind}, replay made {call.kind}")
+                )
+            return rec
+        recorded = len(self.recorded.by_role().get(call.role, []))
+        detail = f"request #{exchange.index + 1} of role {call.role!r}, but the cassette holds {recorded}"
+        if self.on_exhausted == "repeat" and call.role in self.last:
+            self.divergences.append(Divergence(call.role, exchange.index, "exhausted", detail + " (repeated the last)"))
+            return self.last[call.role]
+        if self.on_exhausted == "fake":
+            self.divergences.append(Divergence(call.role, exchange.index, "exhausted", detail + " (called the scenario's model)"))
+            return None
+        self.divergences.append(Divergence(call.role, exchange.index, "exhausted", detail))
+        raise ReplayExhausted(f"harness-replay: {detail} (--on-exhausted={self.on_exhausted})")
+
+    def _response(self, rec: Exchange) -> Any:
+        if rec.error is not None:
+            raise _rebuild_error(rec.error)
+        if rec.kind == "count_tokens":
+            from pydantic_ai.usage import RequestUsage
+
+            return _validate(RequestUsage, rec.usage or {})
+        if rec.response is None:
+            raise ReplayedModelError(f"recorded {rec.role}[{rec.index}] has no response")
+        return load_messages([self.recorded.messages[rec.response]])[0]
+
+    async def respond(self, call: Call, exchange: Exchange) -> Any:
+        rec = self._next(call, exchange)
+        if rec is None:
+            return await call.call_original()
+        return self._response(rec)
+
+    def stream(self, call: Call, exchange: Exchange) -> Any:
+        rec = self._next(call, exchange)
+        if rec is None:
+            return call.call_original()
+        return _served_stream(self, rec, call)
+
+    def unused(self) -> list[Divergence]:
+        out = []
+        for role, queue in self.queues.items():
+            for rec in queue:
+                out.append(Divergence(role, rec.index, "unused", f"recorded request #{rec.index + 1} was never made"))
+        return out
+
+
+def _validate(cls: type, data: Any) -> Any:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(cls).validate_python(data)
+
+
+@asynccontextmanager
+async def _served_stream(source: CassetteSource, rec: Exchange, call: Call) -> AsyncIterator[Any]:
+    response = source._response(rec)
+    params = call.args[2] if len(call.args) > 2 else call.kwargs.get("model_request_parameters")
+    if rec.events is not None:
+        events = adapters()[1].validate_python(rec.events) if rec.events else []
+    else:
+        events = _synthesize_events(response)
+    yield _make_stream(params, response, events)
+
+
+def _synthesize_events(response: Any) -> list[Any]:
+    from pydantic_ai.messages import PartStartEvent
+
+    return [PartStartEvent(index=i, part=part) for i, part in enumerate(response.parts)]
+
+
+def _make_stream(params: Any, response: Any, events: list[Any]) -> Any:
+    from pydantic_ai.models import StreamedResponse
+
+    cls = _stream_class(StreamedResponse)
+    stream = cls(params)
+    stream._replay_response = response
+    stream._replay_events = events
+    stream.provider_response_id = response.provider_response_id
+    stream.finish_reason = response.finish_reason
+    stream._usage = response.usage
+    return stream
+
+
+_STREAM_CLASSES: dict[type, type] = {}
+
+
+def _stream_class(base: type) -> type:
+    """A StreamedResponse that plays back recorded events (built lazily: the base differs per slim version)."""
+    cls = _STREAM_CLASSES.get(base)
+    if cls is None:
+
+        class ReplayStreamedResponse(base):  # type: ignore[misc, valid-type]
+            _replay_response: Any
+            _replay_events: list[Any]
+
+            async def _get_event_iterator(self) -> AsyncIterator[Any]:
+                for event in self._replay_events:
+                    yield event
+
+            @property
+            def model_name(self) -> str:
+                return self._replay_response.model_name or ""
+
+            @property
+            def provider_name(self) -> str | None:
+                return self._replay_response.provider_name
+
+            @property
+            def provider_url(self) -> str | None:
+                return getattr(self._replay_response, "provider_url", None)
+
+            @property
+            def timestamp(self) -> datetime:
+                return self._replay_response.timestamp
+
+        cls = _STREAM_CLASSES[base] = ReplayStreamedResponse
+    return cls
+
+
+@contextmanager
+def offline() -> Iterator[None]:
+    """No real model request can happen: pydantic-ai's switch off, placeholder keys for constructors."""
+    from pydantic_ai import models
+
+    previous = models.ALLOW_MODEL_REQUESTS
+    models.ALLOW_MODEL_REQUESTS = False
+    added = [k for k in _PLACEHOLDER_KEYS if not os.environ.get(k)]
+    for k in added:
+        os.environ[k] = "replay-placeholder-key"
+    try:
+        yield
+    finally:
+        models.ALLOW_MODEL_REQUESTS = previous
+        for k in added:
+            os.environ.pop(k, None)
+
+
+async def replay_async(scenario: Scenario, recorded: Cassette, on_exhausted: OnExhausted = "fail") -> ReplayResult:
+    source = CassetteSource(recorded, on_exhausted)
+    session = Session(base_header(), source)
+    result = await execute_async(scenario, session, "replay")
+    return ReplayResult(scenario.id, recorded, finalize(result), source.divergences + source.unused())
+
+
+def replay(scenario: Scenario, recorded: Cassette, on_exhausted: OnExhausted = "fail") -> ReplayResult:
+    """Replay one scenario in a fresh event loop with model requests and placeholder keys locked down."""
+    with offline():
+        return asyncio.run(replay_async(scenario, recorded, on_exhausted))

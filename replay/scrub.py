@@ -1,0 +1,249 @@
+"""Scrub credentials out of a payload before it becomes a cassette.
+
+Cassettes are committed to version control, but they are recorded with real API
+keys in the environment, in request headers and sometimes echoed back in prompts
+or tool results. Everything written to a cassette therefore passes through a
+:class:`Scrubber` first. A secret is replaced by a placeholder such as
+``<secret:openai:3f2a1c9b>``: the label says what was there, and the suffix is a
+keyed hash, so the same secret always gives the same placeholder (cassette diffs
+stay stable across recordings) while the secret itself cannot be recovered.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from typing import Any
+
+__all__ = ["ScrubConfig", "Scrubber", "placeholder"]
+
+# Fixed, public salt: it does not make the hash secret, it only keeps our
+# placeholders from being looked up in tables of plain blake2b hashes of known keys.
+_SALT = b"harness-replay/scrub/v1"
+_MIN_LEN = 8  # nothing we detect by shape is shorter; most strings in a payload are
+_MAX_PASSES = 4  # re-scan until nothing changes, so scrub() is idempotent
+
+_PLACEHOLDER = r"<secret:[a-z0-9._-]+:[0-9a-f]{8}>"
+_PLACEHOLDER_RE = re.compile(_PLACEHOLDER)
+
+# A token may not start in the middle of a word ("task-...", "mask-..."), but it may
+# follow an underscore or punctuation ("OPENAI_API_KEY=sk-...").
+_B = r"(?<![A-Za-z0-9])"
+_E = r"(?![A-Za-z0-9])"
+_HAS_DIGIT = r"(?=[A-Za-z0-9_-]*[0-9])"
+
+# Order matters only where two shapes can start at the same place: the more
+# specific one (sk-ant-, sk-or-) must come before the generic sk-.
+_BUILTIN: list[tuple[str, str]] = [
+    ("private-key", r"-----BEGIN[A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END[A-Z ]*PRIVATE KEY-----|\Z)"),
+    ("anthropic", _B + r"sk-ant-" + _HAS_DIGIT + r"[A-Za-z0-9_-]{20,}"),
+    ("openrouter", _B + r"sk-or-v\d+-[A-Za-z0-9]{20,}"),
+    ("openai", _B + r"sk-(?:proj-|svcacct-|admin-)?" + _HAS_DIGIT + r"[A-Za-z0-9_-]{20,}"),
+    ("stripe", _B + r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"),
+    ("google", _B + r"AIza[0-9A-Za-z_-]{35}(?![A-Za-z0-9_-])"),
+    ("aws-access-key", _B + r"(?:AKIA|ASIA)[0-9A-Z]{16}" + _E),
+    ("github", _B + r"(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})"),
+    ("gitlab", _B + r"glpat-[A-Za-z0-9_-]{20,}"),
+    ("slack", _B + r"xox[baprs]-[A-Za-z0-9-]{10,}"),
+    ("huggingface", _B + r"hf_[A-Za-z0-9]{30,}"),
+    ("groq", _B + r"gsk_[A-Za-z0-9]{20,}"),
+    ("xai", _B + r"xai-[A-Za-z0-9]{40,}"),
+    ("perplexity", _B + r"pplx-[A-Za-z0-9]{40,}"),
+    ("replicate", _B + r"r8_[A-Za-z0-9]{30,}"),
+    ("logfire", _B + r"pylf_[A-Za-z0-9_]{20,}"),
+    ("jwt", _B + r"eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"),
+    # Only the credential is replaced; the scheme, user name and host stay readable.
+    ("bearer", r"(?i:\bbearer)\s+(?P<bearer_v>(?=[A-Za-z0-9._~+/-]*[0-9])[A-Za-z0-9._~+/-]{8,}=*)"),
+    ("basic", r"(?i:\bbasic)\s+(?P<basic_v>[A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])"),
+    ("url-password", r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@<>]*:(?P<url_v>[^\s/@<>]+)@"),
+]
+_INNER = {"bearer": "bearer_v", "basic": "basic_v", "url-password": "url_v"}
+_KIND_GROUP = {kind: "k" + str(i) for i, (kind, _) in enumerate(_BUILTIN)}
+_GROUP_KIND = {g: k for k, g in _KIND_GROUP.items()}
+_BUILTIN_RE = re.compile("|".join(f"(?P<{_KIND_GROUP[k]}>{p})" for k, p in _BUILTIN))
+
+# An AWS secret access key is just 40 base64 characters; only its surroundings give it
+# away, so it is looked for only in strings that talk about AWS.
+_AWS_CONTEXT_RE = re.compile(r"(?i:aws|secret_?access_?key)|(?:AKIA|ASIA)[0-9A-Z]{16}")
+_AWS_SECRET_RE = re.compile(r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+
+_ENV_NAME_RE = re.compile(r"key|token|secret|password", re.IGNORECASE)
+_SECRET_WORDS = frozenset(
+    {"authorization", "token", "secret", "password", "passwd", "passphrase", "apikey", "cookie", "credential", "credentials"}
+)
+_SECRET_PAIRS = frozenset({("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key"), ("auth", "key")})
+_WORD_RE = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
+
+
+def placeholder(secret: str, kind: str) -> str:
+    """The stand-in written instead of ``secret``: same secret, same placeholder."""
+    digest = hashlib.blake2b(secret.encode("utf-8", "surrogatepass"), key=_SALT, digest_size=4).hexdigest()
+    label = re.sub(r"[^a-z0-9._-]+", "-", kind.lower()).strip("-")[:40] or "value"
+    return f"<secret:{label}:{digest}>"
+
+
+def _is_secret_key(key: str) -> bool:
+    """Header and settings names that carry credentials whatever their value looks like.
+
+    Words rather than substrings, so ``max_tokens`` or ``input_tokens`` stay readable.
+    """
+    words = [w.lower() for w in _WORD_RE.findall(key)]
+    if any(w in _SECRET_WORDS for w in words):
+        return True
+    return any(pair in _SECRET_PAIRS for pair in zip(words, words[1:]))
+
+
+def _looks_like_basic(token: str) -> bool:
+    """'Basic' is also an English word; only a base64 ``user:password`` is a credential."""
+    try:
+        decoded = base64.b64decode(token + "=" * (-len(token) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return b":" in decoded
+
+
+@dataclass
+class ScrubConfig:
+    """What to scrub beyond the built-in shapes, and what to leave alone."""
+
+    patterns: list[str] = field(default_factory=list)
+    """Extra regular expressions; every match is replaced."""
+    exempt_paths: list[str] = field(default_factory=list)
+    """fnmatch patterns on dotted paths (``requests.*.settings.temperature``) never scrubbed."""
+    env: Mapping[str, str] | None = None
+    """Where to find secret values to scrub verbatim; ``None`` means ``os.environ``."""
+
+
+class Scrubber:
+    """Replaces every credential in a JSON-like value with a stable placeholder."""
+
+    def __init__(self, config: ScrubConfig | None = None) -> None:
+        config = config or ScrubConfig()
+        env = os.environ if config.env is None else config.env
+        # Values of variables such as OPENAI_API_KEY are scrubbed wherever they appear,
+        # whatever their shape; short values ("1", "true") would scrub ordinary text.
+        self._env_values = frozenset(
+            v for k, v in env.items() if _ENV_NAME_RE.search(k) and len(v) >= _MIN_LEN
+        )
+        alternatives = [f"(?P<ph>{_PLACEHOLDER})"]
+        if self._env_values:
+            literals = sorted(self._env_values, key=len, reverse=True)
+            alternatives.append("(?P<env>" + "|".join(map(re.escape, literals)) + ")")
+        alternatives.append(_BUILTIN_RE.pattern)
+        self._re = re.compile("|".join(alternatives))
+        self._user = [re.compile(p) for p in config.patterns]
+        self._exempt = list(config.exempt_paths)
+
+    def scrub(self, value: Any, path: str = "") -> Any:
+        """Return a scrubbed copy of ``value``; ``path`` is its dotted location."""
+        if self._exempt and any(fnmatchcase(path, p) for p in self._exempt):
+            return _copy(value)
+        if isinstance(value, str):
+            return self.scrub_text(value)
+        if isinstance(value, Mapping):
+            out: dict[Any, Any] = {}
+            for key, item in value.items():
+                child = f"{path}.{key}" if path else str(key)
+                new_key = self.scrub_text(key) if isinstance(key, str) else key
+                if isinstance(key, str) and _is_secret_key(key) and not self._is_exempt(child):
+                    out[new_key] = self._scrub_by_key(item, key)
+                else:
+                    out[new_key] = self.scrub(item, child)
+            return out
+        if isinstance(value, (list, tuple)):
+            items = [self.scrub(item, f"{path}.{i}" if path else str(i)) for i, item in enumerate(value)]
+            return items if isinstance(value, list) else tuple(items)
+        return value
+
+    def scrub_text(self, text: str) -> str:
+        """Replace the credentials inside ``text``, keeping the words around them."""
+        if len(text) < _MIN_LEN:
+            return text
+        for _ in range(_MAX_PASSES):
+            new = self._pass(text)
+            if new == text:
+                break
+            text = new
+        return text
+
+    def _is_exempt(self, path: str) -> bool:
+        return any(fnmatchcase(path, p) for p in self._exempt)
+
+    def _scrub_by_key(self, value: Any, key: str) -> Any:
+        """Under ``Authorization`` or ``api_key`` every string is a secret, even 'hunter2'."""
+        if isinstance(value, str):
+            found = self.scrub_text(value)
+            if not value or found != value or _PLACEHOLDER_RE.search(found):
+                return found
+            return placeholder(value, self._kind(value, key))
+        if isinstance(value, (list, tuple)):
+            items = [self._scrub_by_key(item, key) for item in value]
+            return items if isinstance(value, list) else tuple(items)
+        return self.scrub(value, "")
+
+    def _pass(self, text: str) -> str:
+        text = self._re.sub(self._replace, text)
+        if _AWS_CONTEXT_RE.search(text):
+            text = _AWS_SECRET_RE.sub(self._replace_aws, text)
+        for pattern in self._user:
+            text = self._sub_user(pattern, text)
+        return text
+
+    def _replace(self, m: re.Match[str]) -> str:
+        group = m.lastgroup
+        if group == "ph":
+            return m.group()
+        kind = "env" if group == "env" else _GROUP_KIND[group or ""]
+        inner = _INNER.get(kind)
+        if inner is None:
+            return placeholder(m.group(), self._kind(m.group(), kind))
+        secret = m.group(inner)
+        start, end = m.span(inner)
+        prefix = m.string[m.start() : start]
+        if kind == "basic" and not _looks_like_basic(secret):
+            return prefix + self.scrub_text(secret)
+        if _PLACEHOLDER_RE.fullmatch(secret):
+            return m.group()
+        return prefix + placeholder(secret, self._kind(secret, kind)) + m.string[end : m.end()]
+
+    def _replace_aws(self, m: re.Match[str]) -> str:
+        return placeholder(m.group(), self._kind(m.group(), "aws-secret"))
+
+    def _sub_user(self, pattern: re.Pattern[str], text: str) -> str:
+        # A broad user pattern must not eat into placeholders already written.
+        taken = [p.span() for p in _PLACEHOLDER_RE.finditer(text)] if "<secret:" in text else []
+
+        def replace(m: re.Match[str]) -> str:
+            s, e = m.span()
+            if s == e or any(s < te and ts < e for ts, te in taken):
+                return m.group()
+            return placeholder(m.group(), self._kind(m.group(), "custom"))
+
+        return pattern.sub(replace, text)
+
+    def _kind(self, secret: str, default: str) -> str:
+        """Label by what the secret is, not where it was seen, so one secret has one placeholder."""
+        m = _BUILTIN_RE.fullmatch(secret)
+        if m is not None and m.lastgroup is not None:
+            kind = _GROUP_KIND[m.lastgroup]
+            if kind not in _INNER:
+                return kind
+        if secret in self._env_values:
+            return "env"
+        return default
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_copy(v) for v in value)
+    return value

@@ -1,0 +1,324 @@
+"""A tiny scripted OpenAI-compatible Chat Completions server for offline tests.
+
+Why: mocking `pydantic_ai` internals (or using `TestModel`/`FunctionModel`) skips the
+provider code path that harness-replay records in real life -- request serialisation in
+`OpenAIChatModel`, the `openai` SDK, httpx, SSE parsing. This server lets tests drive a
+*real* `OpenAIChatModel` end to end while no traffic leaves the machine: it binds
+`127.0.0.1` on an ephemeral port and answers `POST /v1/chat/completions` from a script.
+
+Every id and timestamp it emits is a fixed function of the request number, so two runs of
+the same script produce byte-identical responses (and therefore identical recordings).
+
+Usage::
+
+    with FakeOpenAI([Reply.tool_call('get_weather', {'city': 'Paris'}, id='call_1'),
+                     Reply.text('Sunny in Paris')]) as srv:
+        model = OpenAIChatModel('gpt-4o-mini',
+                                provider=OpenAIProvider(base_url=srv.base_url, api_key='k'))
+        ...
+        assert srv.requests[1]['messages'][-1]['role'] == 'tool'
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any, Self
+
+__all__ = ['FAKE_CREATED', 'FakeOpenAI', 'Reply', 'ToolCall']
+
+FAKE_CREATED = 1_700_000_000
+"""The fixed `created` timestamp on every response, so recordings are deterministic."""
+
+_CHAT_PATH = '/v1/chat/completions'
+_STREAM_PIECES = 3
+"""Text and tool arguments are streamed in this many deltas, to exercise delta joining."""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One function call the fake model asks for. `id=None` gets a deterministic id."""
+
+    name: str
+    arguments: dict[str, Any] | str = field(default_factory=dict[str, Any])
+    id: str | None = None
+
+    def arguments_json(self) -> str:
+        """Arguments as the JSON string OpenAI sends (a `str` is passed through verbatim)."""
+        if isinstance(self.arguments, str):
+            return self.arguments
+        return json.dumps(self.arguments, separators=(',', ':'), sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted assistant turn: text, tool calls, or both (combine with `+`)."""
+
+    content: str | None = None
+    calls: tuple[ToolCall, ...] = ()
+
+    @classmethod
+    def text(cls, content: str) -> Reply:
+        """A plain text answer (finish_reason `stop`)."""
+        return cls(content=content)
+
+    @classmethod
+    def tool_call(cls, name: str, arguments: dict[str, Any] | str | None = None, *, id: str | None = None) -> Reply:
+        """A turn with a single tool call; `a + b` puts several calls in one turn."""
+        return cls(calls=(ToolCall(name, {} if arguments is None else arguments, id),))
+
+    @classmethod
+    def tool_calls(cls, *calls: ToolCall) -> Reply:
+        """A turn with several parallel tool calls."""
+        return cls(calls=tuple(calls))
+
+    def __add__(self, other: Reply) -> Reply:
+        content = (
+            None if self.content is None and other.content is None else (self.content or '') + (other.content or '')
+        )
+        return Reply(content=content, calls=self.calls + other.calls)
+
+    @property
+    def finish_reason(self) -> str:
+        return 'tool_calls' if self.calls else 'stop'
+
+
+def _split(s: str, pieces: int = _STREAM_PIECES) -> list[str]:
+    """Split `s` into up to `pieces` non-empty consecutive slices (deterministic)."""
+    if not s:
+        return []
+    size = -(-len(s) // pieces)  # ceil division
+    return [s[i : i + size] for i in range(0, len(s), size)]
+
+
+class FakeOpenAI:
+    """Scripted OpenAI-compatible server on `127.0.0.1`, in a daemon thread.
+
+    Each `POST /v1/chat/completions` consumes the next turn of the script (a `Reply`, or a
+    `str` as shorthand for `Reply.text`). `"stream": true` requests get SSE chunks, others a
+    `chat.completion` object. Once the script is exhausted the server answers HTTP 500 with
+    `x-should-retry: false`, so the openai SDK fails at once instead of retrying.
+    Every parsed request body is appended to `requests`, including unanswerable ones.
+    """
+
+    def __init__(self, turns: Iterable[Reply | str] = ()) -> None:
+        self._turns: list[Reply] = [Reply.text(t) if isinstance(t, str) else t for t in turns]
+        self._next = 0
+        self._lock = threading.Lock()
+        self.requests: list[dict[str, Any]] = []
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> Self:
+        """Bind an ephemeral port and serve in the background; returns `self`."""
+        if self._server is not None:
+            raise RuntimeError('FakeOpenAI already started')
+        server = ThreadingHTTPServer(('127.0.0.1', 0), _make_handler(self))
+        server.daemon_threads = True
+        self._server = server
+        # A short poll interval keeps stop() fast (shutdown() waits for the next poll).
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={'poll_interval': 0.05}, name='fake-openai', daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and release the port; safe to call twice."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.shutdown()
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # -- script ----------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """The URL to give `OpenAIProvider(base_url=...)`, e.g. `http://127.0.0.1:54321/v1`."""
+        if self._server is None:
+            raise RuntimeError('FakeOpenAI not started')
+        return f'http://127.0.0.1:{self._server.server_port}/v1'
+
+    def add(self, *turns: Reply | str) -> None:
+        """Append turns to the script (e.g. between agent runs)."""
+        with self._lock:
+            self._turns.extend(Reply.text(t) if isinstance(t, str) else t for t in turns)
+
+    @property
+    def remaining(self) -> int:
+        """How many scripted turns have not been served yet."""
+        with self._lock:
+            return len(self._turns) - self._next
+
+    def _take(self, body: dict[str, Any]) -> tuple[int, Reply | None]:
+        """Record `body` and pop the next turn; returns (request number, turn or None)."""
+        with self._lock:
+            self.requests.append(body)
+            number = len(self.requests)
+            if self._next >= len(self._turns):
+                return number, None
+            turn = self._turns[self._next]
+            self._next += 1
+            return number, turn
+
+    # -- payloads --------------------------------------------------------------------
+
+    @staticmethod
+    def _usage(turn: Reply) -> dict[str, int]:
+        """Deterministic fake token counts (rough length-based, never zero)."""
+        out = len((turn.content or '').split()) + sum(len(c.arguments_json()) // 4 + 1 for c in turn.calls)
+        completion = max(out, 1)
+        return {'prompt_tokens': 10, 'completion_tokens': completion, 'total_tokens': 10 + completion}
+
+    @staticmethod
+    def _call_id(number: int, index: int, call: ToolCall) -> str:
+        return call.id if call.id is not None else f'call_{number}_{index}'
+
+    def completion(self, number: int, model: str, turn: Reply) -> dict[str, Any]:
+        """The non-streamed `chat.completion` object for request `number`."""
+        message: dict[str, Any] = {'role': 'assistant', 'content': turn.content, 'refusal': None}
+        if turn.calls:
+            message['tool_calls'] = [
+                {
+                    'id': self._call_id(number, i, c),
+                    'type': 'function',
+                    'function': {'name': c.name, 'arguments': c.arguments_json()},
+                }
+                for i, c in enumerate(turn.calls)
+            ]
+        return {
+            'id': f'chatcmpl-fake-{number}',
+            'object': 'chat.completion',
+            'created': FAKE_CREATED,
+            'model': model,
+            'system_fingerprint': 'fp_fake',
+            'choices': [{'index': 0, 'message': message, 'logprobs': None, 'finish_reason': turn.finish_reason}],
+            'usage': self._usage(turn),
+        }
+
+    def chunks(self, number: int, model: str, turn: Reply, include_usage: bool) -> Iterator[dict[str, Any]]:
+        """The `chat.completion.chunk` objects for a streamed answer, in OpenAI's order."""
+        usage_field: dict[str, Any] = {'usage': None} if include_usage else {}
+
+        def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+            return {
+                'id': f'chatcmpl-fake-{number}',
+                'object': 'chat.completion.chunk',
+                'created': FAKE_CREATED,
+                'model': model,
+                'system_fingerprint': 'fp_fake',
+                'choices': [{'index': 0, 'delta': delta, 'logprobs': None, 'finish_reason': finish_reason}],
+                **usage_field,
+            }
+
+        yield chunk({'role': 'assistant', 'content': '', 'refusal': None})
+        for piece in _split(turn.content or ''):
+            yield chunk({'content': piece})
+        for i, c in enumerate(turn.calls):
+            head = {'index': i, 'id': self._call_id(number, i, c), 'type': 'function'}
+            yield chunk({'tool_calls': [{**head, 'function': {'name': c.name, 'arguments': ''}}]})
+            for piece in _split(c.arguments_json()):
+                yield chunk({'tool_calls': [{'index': i, 'function': {'arguments': piece}}]})
+        yield chunk({}, turn.finish_reason)
+        if include_usage:
+            last = chunk({})
+            last['choices'] = []
+            last['usage'] = self._usage(turn)
+            yield last
+
+
+def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
+    """Build a handler class bound to `fake` (http.server instantiates it per request)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        # HTTP/1.0 semantics: one request per connection, the SSE body ends at close.
+        protocol_version = 'HTTP/1.0'
+
+        def log_message(self, format: str, *args: Any) -> None:
+            """Silence the default stderr access log; tests assert on `fake.requests` instead."""
+
+        def _read_body(self) -> bytes:
+            if self.headers.get('Transfer-Encoding', '').lower() == 'chunked':
+                data = bytearray()
+                while True:
+                    size = int(self.rfile.readline().split(b';')[0].strip() or b'0', 16)
+                    if size == 0:
+                        while self.rfile.readline().strip():  # trailers
+                            pass
+                        return bytes(data)
+                    data += self.rfile.read(size)
+                    self.rfile.readline()  # CRLF after each chunk
+            length = int(self.headers.get('Content-Length') or 0)
+            return self.rfile.read(length) if length > 0 else b''
+
+        def _send_json(self, status: HTTPStatus, payload: dict[str, Any], *, no_retry: bool = False) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header('Content-Type', 'application/json')
+            self.send_header('Content-Length', str(len(data)))
+            self.send_header('Connection', 'close')
+            if no_retry:
+                self.send_header('x-should-retry', 'false')
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _error(self, status: HTTPStatus, message: str, code: str) -> None:
+            error = {'message': message, 'type': 'fake_openai_error', 'param': None, 'code': code}
+            self._send_json(status, {'error': error}, no_retry=True)
+
+        def do_GET(self) -> None:
+            self._error(HTTPStatus.NOT_FOUND, f'no route for GET {self.path}', 'not_found')
+
+        def do_POST(self) -> None:
+            path = self.path.split('?', 1)[0].rstrip('/')
+            if path != _CHAT_PATH:
+                self._error(HTTPStatus.NOT_FOUND, f'no route for POST {self.path}', 'not_found')
+                return
+            try:
+                body = json.loads(self._read_body() or b'null')
+            except (ValueError, UnicodeDecodeError) as e:
+                self._error(HTTPStatus.BAD_REQUEST, f'invalid JSON body: {e}', 'invalid_json')
+                return
+            if not isinstance(body, dict):
+                self._error(HTTPStatus.BAD_REQUEST, 'request body must be a JSON object', 'invalid_json')
+                return
+            number, turn = fake._take(body)
+            if turn is None:
+                msg = f'FakeOpenAI script exhausted: request #{number} has no scripted reply'
+                self._error(HTTPStatus.INTERNAL_SERVER_ERROR, msg, 'script_exhausted')
+                return
+            model = str(body.get('model') or 'fake-model')
+            if not body.get('stream'):
+                self._send_json(HTTPStatus.OK, fake.completion(number, model, turn))
+                return
+            include_usage = bool((body.get('stream_options') or {}).get('include_usage'))
+            self.send_response(HTTPStatus.OK)
+            self.send_header('Content-Type', 'text/event-stream')
+            self.send_header('Cache-Control', 'no-cache')
+            self.send_header('Connection', 'close')
+            self.end_headers()
+            for c in fake.chunks(number, model, turn, include_usage):
+                self.wfile.write(f'data: {json.dumps(c)}\n\n'.encode())
+            self.wfile.write(b'data: [DONE]\n\n')
+            self.wfile.flush()
+
+    return Handler
