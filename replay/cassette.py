@@ -76,6 +76,10 @@ class Exchange(_Model):
     events: list[dict[str, Any]] | None = None
     """Stream events as the model produced them (request_stream only)."""
     error: ErrorInfo | None = None
+    estimate: int | None = None
+    """Token estimate of the messages sent, by the recording version's harness (see README)."""
+    run: int | None = None
+    """Index into :attr:`Cassette.runs` of the agent run that made this call."""
 
 
 class AgentRunRecord(_Model):
@@ -87,6 +91,8 @@ class AgentRunRecord(_Model):
     result: list[int] = Field(default_factory=list)
     output: Any = None
     error: ErrorInfo | None = None
+    estimate: int | None = None
+    """Token estimate of the starting history plus the prompt: what a compaction replaces."""
 
 
 class Outcome(_Model):

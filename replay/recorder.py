@@ -66,6 +66,26 @@ def load_messages(data: list[dict[str, Any]]) -> list[Any]:
     return adapters()[0].validate_python(data)
 
 
+@functools.cache
+def _estimator() -> Callable[[Any], int] | None:
+    try:
+        from pydantic_ai_harness.compaction import estimate_token_count
+    except ImportError:  # pragma: no cover - harness always installed with this tool
+        return None
+    return estimate_token_count
+
+
+def estimate(messages: Any) -> int | None:
+    """The harness's own token estimate, so figures match what its compaction decides on."""
+    fn = _estimator()
+    if fn is None or messages is None:
+        return None
+    try:
+        return int(fn(list(messages)))
+    except Exception:
+        return None
+
+
 def jsonable(value: Any) -> Any:
     return to_jsonable_python(value, fallback=lambda o: f"<{type(o).__qualname__}>", serialize_unknown=False)
 
@@ -179,6 +199,7 @@ class LiveSource:
 
 _SESSION: contextvars.ContextVar[Session | None] = contextvars.ContextVar("replay_session", default=None)
 _ACTIVE: contextvars.ContextVar[Any] = contextvars.ContextVar("replay_active_call", default=None)
+_RUN: contextvars.ContextVar[int | None] = contextvars.ContextVar("replay_agent_run", default=None)
 _NO_CTX = object()
 
 
@@ -211,6 +232,8 @@ class Session:
                 messages=b.messages(dump_messages(messages)) if messages is not None else [],
                 settings=b.blob(jsonable(settings) if settings else None),
                 parameters=b.blob(jsonable(params)) if params is not None else None,
+                estimate=estimate(messages) if call.kind != "count_tokens" else None,
+                run=_RUN.get(),
             )
             b.cassette.exchanges.append(ex)
             b.cassette.header.roles.setdefault(call.role, _origin_module(call))
@@ -283,14 +306,28 @@ class Session:
 
     # ----------------------------------------------------------------- agent runs
 
-    def on_run_end(self, agent: Any, prompt: Any, history: Any, agent_run: Any, exc: BaseException | None) -> None:
+    def on_run_start(self, agent: Any) -> int:
+        """Reserve the run's slot now, so runs are listed in the order they started."""
+        with self._lock:
+            self.builder.cassette.runs.append(AgentRunRecord(role=role_for(agent)))
+            return len(self.builder.cassette.runs) - 1
+
+    def on_run_end(
+        self, slot: int, agent: Any, prompt: Any, history: Any, agent_run: Any, exc: BaseException | None
+    ) -> None:
         b = self.builder
         try:
             final = agent_run.all_messages() if agent_run is not None else []
         except Exception:
             final = []
         result = getattr(agent_run, "result", None) if agent_run is not None else None
+        start = list(history or [])
+        if isinstance(prompt, str):
+            from pydantic_ai.messages import ModelRequest, UserPromptPart
+
+            start.append(ModelRequest(parts=[UserPromptPart(prompt)]))
         record = AgentRunRecord(
+            estimate=estimate(start),
             role=role_for(agent),
             prompt=jsonable(prompt),
             history=b.messages(dump_messages(history or [])),
@@ -299,7 +336,7 @@ class Session:
             error=error_info(exc) if exc is not None else None,
         )
         with self._lock:
-            b.cassette.runs.append(record)
+            b.cassette.runs[slot] = record
 
 
 def _safe_attr(obj: Any, name: str) -> str | None:
@@ -475,6 +512,8 @@ def _wrap_iter(original: Any) -> Any:
         history = kwargs.get("message_history")
         agent_run = None
         error: BaseException | None = None
+        slot = session.on_run_start(self)
+        token = _RUN.set(slot)
         try:
             async with original(self, user_prompt, *args, **kwargs) as agent_run:
                 yield agent_run
@@ -482,7 +521,8 @@ def _wrap_iter(original: Any) -> Any:
             error = exc
             raise
         finally:
-            session.on_run_end(self, user_prompt, history, agent_run, error)
+            _RUN.reset(token)
+            session.on_run_end(slot, self, user_prompt, history, agent_run, error)
 
     return iter_
 

@@ -1,0 +1,223 @@
+"""Compare two cassettes: per role, request by request, then what it means.
+
+Requests are aligned per role by ordinal. Identical requests are recognised by digest
+and skipped; only the rest go through DeepDiff. The result is data (a :class:`Diff`);
+the reporter decides how it reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from deepdiff import DeepDiff
+
+from .cassette import Cassette
+from .normaliser import NormalCassette, NormalRequest, Rules, digest, normalise
+
+ChangeKind = Literal["changed", "added", "removed", "type"]
+
+
+@dataclass(frozen=True)
+class Change:
+    path: str
+    kind: ChangeKind
+    old: Any = None
+    new: Any = None
+
+
+@dataclass
+class RequestDiff:
+    """One request that differs; ``status`` says whether it exists on both sides."""
+
+    role: str
+    index: int
+    status: Literal["changed", "added", "removed"]
+    changes: list[Change] = field(default_factory=list)
+    estimate_a: int | None = None
+    estimate_b: int | None = None
+    messages_a: int | None = None
+    messages_b: int | None = None
+    lost: list[str] = field(default_factory=list)
+    """Messages sent in A's request that B's request no longer carries (short labels)."""
+    gained: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return f"{self.role}[{self.index}]"
+
+
+@dataclass(frozen=True)
+class RoleCount:
+    role: str
+    a: int
+    b: int
+
+
+@dataclass(frozen=True)
+class MainRequest:
+    """Size of one main-agent request on both sides: the figures users track."""
+
+    role: str
+    index: int
+    messages_a: int | None
+    messages_b: int | None
+    estimate_a: int | None
+    estimate_b: int | None
+
+
+@dataclass
+class Diff:
+    scenario_id: str | None
+    a_label: str
+    b_label: str
+    roles: list[RoleCount]
+    requests: list[RequestDiff]
+    main_requests: list[MainRequest]
+    outcome: tuple[dict[str, Any], dict[str, Any]] | None
+    observations: list[Change]
+    notes: list[str] = field(default_factory=list)
+    """Divergences from the replay (exhausted roles, unused recorded requests, blocked network)."""
+    new_violations: list[Any] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(
+            self.requests
+            or self.outcome
+            or self.observations
+            or self.notes
+            or self.new_violations
+            or any(r.a != r.b for r in self.roles)
+        )
+
+
+def _path(role: str, index: int, parts: list[Any]) -> str:
+    out = f"{role}[{index}]"
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else f".{p}"
+    return out
+
+
+def _changes(role: str, index: int, a: Any, b: Any) -> list[Change]:
+    dd = DeepDiff(a, b, view="tree", verbose_level=2, threshold_to_diff_deeper=0)
+    out: list[Change] = []
+    kinds: dict[str, ChangeKind] = {
+        "values_changed": "changed",
+        "type_changes": "type",
+        "dictionary_item_added": "added",
+        "dictionary_item_removed": "removed",
+        "iterable_item_added": "added",
+        "iterable_item_removed": "removed",
+    }
+    for report, items in dd.tree.items():
+        kind = kinds.get(report, "changed")
+        for item in items:
+            old = None if kind == "added" else item.t1
+            new = None if kind == "removed" else item.t2
+            out.append(Change(_path(role, index, item.path(output_format="list")), kind, old, new))
+    out.sort(key=lambda c: c.path)
+    return out
+
+
+def message_label(message: dict[str, Any]) -> str:
+    """A short human label for a message: its text, or its part kinds."""
+    texts: list[str] = []
+    for part in message.get("parts", []):
+        content = part.get("content")
+        if isinstance(content, list):
+            content = " ".join(str(c.get("content", c)) if isinstance(c, dict) else str(c) for c in content)
+        if isinstance(content, str) and content.strip():
+            texts.append(content.strip())
+        elif part.get("tool_name"):
+            texts.append(f"{part.get('part_kind', 'part')}:{part['tool_name']}")
+    text = " ".join(texts) or message.get("kind", "message")
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _lost(a: NormalRequest, b: NormalRequest) -> tuple[list[str], list[str]]:
+    a_msgs = a.body.get("messages", [])
+    b_msgs = b.body.get("messages", [])
+    a_keys = [digest(m) for m in a_msgs]
+    b_keys = [digest(m) for m in b_msgs]
+    b_set, a_set = set(b_keys), set(a_keys)
+    lost = [message_label(m) for m, k in zip(a_msgs, a_keys) if k not in b_set]
+    gained = [message_label(m) for m, k in zip(b_msgs, b_keys) if k not in a_set]
+    return lost, gained
+
+
+def _user_roles(cassette: Cassette) -> set[str]:
+    """Roles of agents the scenario built (not harness inner agents)."""
+    return {
+        role
+        for role, origin in cassette.header.roles.items()
+        if not origin.startswith("pydantic_ai_harness") and role != "direct"
+    } or {"main"}
+
+
+def diff(
+    a: Cassette | NormalCassette,
+    b: Cassette | NormalCassette,
+    rules: Rules = Rules(),
+    a_label: str = "recorded",
+    b_label: str = "replayed",
+) -> Diff:
+    na = a if isinstance(a, NormalCassette) else normalise(a, rules)
+    nb = b if isinstance(b, NormalCassette) else normalise(b, rules)
+    roles = sorted(set(na.requests) | set(nb.requests))
+    counts = [RoleCount(r, len(na.requests.get(r, [])), len(nb.requests.get(r, []))) for r in roles]
+    user_roles = _user_roles(na.source) | _user_roles(nb.source)
+    requests: list[RequestDiff] = []
+    mains: list[MainRequest] = []
+    ex_a = {(e.role, e.index): e for e in na.source.exchanges}
+    ex_b = {(e.role, e.index): e for e in nb.source.exchanges}
+    for role in roles:
+        ra, rb = na.requests.get(role, []), nb.requests.get(role, [])
+        for i in range(max(len(ra), len(rb))):
+            qa = ra[i] if i < len(ra) else None
+            qb = rb[i] if i < len(rb) else None
+            ea, eb = ex_a.get((role, i)), ex_b.get((role, i))
+            if role in user_roles and (qa is None or qa.kind != "count_tokens") and (qb is None or qb.kind != "count_tokens"):
+                mains.append(
+                    MainRequest(
+                        role,
+                        i,
+                        len(qa.body.get("messages", [])) if qa else None,
+                        len(qb.body.get("messages", [])) if qb else None,
+                        ea.estimate if ea else None,
+                        eb.estimate if eb else None,
+                    )
+                )
+            if qa is not None and qb is not None and qa.digest == qb.digest:
+                continue
+            rd = RequestDiff(role, i, "changed" if qa and qb else ("removed" if qa else "added"))
+            rd.estimate_a = ea.estimate if ea else None
+            rd.estimate_b = eb.estimate if eb else None
+            rd.messages_a = len(qa.body.get("messages", [])) if qa else None
+            rd.messages_b = len(qb.body.get("messages", [])) if qb else None
+            if qa and qb:
+                rd.changes = _changes(role, i, qa.body, qb.body)
+                rd.lost, rd.gained = _lost(qa, qb)
+            requests.append(rd)
+    outcome = (na.outcome, nb.outcome) if na.outcome != nb.outcome else None
+    observations = _changes("observations", 0, _obs(na), _obs(nb)) if _obs(na) != _obs(nb) else []
+    observations = [
+        Change(c.path.replace("observations[0]", "observations", 1), c.kind, c.old, c.new) for c in observations
+    ]
+    return Diff(
+        scenario_id=na.scenario_id or nb.scenario_id,
+        a_label=a_label,
+        b_label=b_label,
+        roles=counts,
+        requests=requests,
+        main_requests=mains,
+        outcome=outcome,
+        observations=observations,
+    )
+
+
+def _obs(n: NormalCassette) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for o in n.observations:
+        out.setdefault(o["name"], []).append(o["value"])
+    return {k: v[0] if len(v) == 1 else v for k, v in out.items()}

@@ -1,0 +1,243 @@
+"""Turn a cassette into the form two versions can be compared in.
+
+Removes what changes on every run (timestamps, run and conversation ids, generated
+tool-call ids, harness ``*created_at`` metadata, provider response ids) and what only
+changes by schema growth (a field added with a None/empty default compares equal to the
+field missing). Generated ids are aliased to ordinals rather than dropped, so a tool call
+and its return still have to pair up.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+
+from .cassette import Cassette, Exchange
+
+VOLATILE_KEYS = frozenset(
+    {
+        "timestamp",
+        "run_id",
+        "conversation_id",
+        "provider_response_id",
+        "provider_details",
+        "history_digest",
+        "duration",
+        "created_at",
+        "model_id",
+    }
+)
+"""Keys dropped wherever they occur."""
+
+_GENERATED_ID = re.compile(r"^(pyd_ai_[0-9a-f]{8,}|call_[A-Za-z0-9]{20,}|toolu_[A-Za-z0-9]{20,})$")
+_UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
+_ID_KEYS = frozenset({"tool_call_id", "id"})
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What to ignore on top of the built-in volatile fields.
+
+    ``ignore`` holds key names (``usage``) or glob paths in the differ's notation
+    (``main[*].settings.temperature``, ``*.parts[*].metadata``).
+    """
+
+    ignore: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, patterns: Iterable[str]) -> Rules:
+        return cls(tuple(p for p in patterns if p))
+
+    def _split(self) -> tuple[frozenset[str], tuple[str, ...]]:
+        keys = frozenset(p for p in self.ignore if not any(c in p for c in ".[*?"))
+        paths = tuple(p for p in self.ignore if p not in keys)
+        return keys, paths
+
+
+@dataclass
+class Aliases:
+    """Consistent ordinals for generated ids and uuids within one cassette."""
+
+    ids: dict[str, str] = field(default_factory=dict)
+    uuids: dict[str, str] = field(default_factory=dict)
+
+    def tool_id(self, value: str) -> str:
+        alias = self.ids.get(value)
+        if alias is None:
+            alias = self.ids[value] = f"<id#{len(self.ids) + 1}>"
+        return alias
+
+    def text(self, value: str) -> str:
+        if "-" not in value or not _UUID.search(value):
+            return value
+
+        def sub(m: re.Match[str]) -> str:
+            alias = self.uuids.get(m.group(0))
+            if alias is None:
+                alias = self.uuids[m.group(0)] = f"<uuid#{len(self.uuids) + 1}>"
+            return alias
+
+        return _UUID.sub(sub, value)
+
+
+def _empty(value: Any) -> bool:
+    return value is None or value == [] or value == {} or value == "" or value is False or (
+        type(value) is int and value == 0
+    ) or (type(value) is float and value == 0.0)
+
+
+class Normaliser:
+    """Normalises the values of one cassette (one instance per cassette: aliases are per cassette)."""
+
+    def __init__(self, rules: Rules = Rules()) -> None:
+        self.rules = rules
+        self._ignore_keys, self._ignore_paths = rules._split()
+        self.aliases = Aliases()
+
+    def value(self, value: Any, path: str = "") -> Any:
+        if isinstance(value, dict):
+            out: dict[str, Any] = {}
+            for key, item in value.items():
+                if key in VOLATILE_KEYS or key.endswith("created_at") or key in self._ignore_keys:
+                    continue
+                sub = f"{path}.{key}" if path else key
+                if self._ignore_paths and any(fnmatch.fnmatchcase(sub, p) for p in self._ignore_paths):
+                    continue
+                if key in _ID_KEYS and isinstance(item, str) and _GENERATED_ID.match(item):
+                    out[key] = self.aliases.tool_id(item)
+                    continue
+                norm = self.value(item, sub)
+                if not _empty(norm):
+                    out[key] = norm
+            return out
+        if isinstance(value, list):
+            return [self.value(item, f"{path}[{i}]") for i, item in enumerate(value)]
+        if isinstance(value, str):
+            return self.aliases.text(value)
+        return value
+
+
+def digest(value: Any) -> bytes:
+    return hashlib.blake2b(msgpack.packb(value, use_bin_type=True), digest_size=16).digest()
+
+
+@dataclass
+class NormalRequest:
+    """One exchange in comparable form, with a digest so identical requests are skipped cheaply."""
+
+    role: str
+    index: int
+    kind: str
+    body: dict[str, Any]
+    digest: bytes
+
+
+@dataclass
+class NormalCassette:
+    scenario_id: str | None
+    header: dict[str, Any]
+    requests: dict[str, list[NormalRequest]]
+    runs: list[dict[str, Any]]
+    outcome: dict[str, Any]
+    observations: list[dict[str, Any]]
+    expectations: dict[str, Any]
+    source: Cassette
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "scenario_id": self.scenario_id,
+            "header": self.header,
+            "requests": {role: [r.body for r in reqs] for role, reqs in self.requests.items()},
+            "runs": self.runs,
+            "outcome": self.outcome,
+            "observations": self.observations,
+            "expectations": self.expectations,
+        }
+
+
+_COMPARED_HEADER = ("scenario_id", "harness_version", "slim_version", "mode")
+
+
+def normalise(cassette: Cassette, rules: Rules = Rules()) -> NormalCassette:
+    """Normalise every table entry once, then assemble requests from them.
+
+    Requests share most of their messages, so normalising the table (not each request's
+    expanded history) keeps this linear in the cassette's size.
+    """
+    n = Normaliser(rules)
+    messages = [n.value(m, "messages") for m in cassette.messages]
+    message_digests = [digest(m) for m in messages]
+    blobs = [n.value(b) for b in cassette.blobs]
+    requests: dict[str, list[NormalRequest]] = {}
+    for ex in cassette.exchanges:
+        body, key = _request(ex, cassette, messages, message_digests, blobs, n)
+        requests.setdefault(ex.role, []).append(NormalRequest(ex.role, ex.index, ex.kind, body, key))
+    runs = [
+        n.value(
+            {
+                "role": run.role,
+                "prompt": run.prompt,
+                "history": [messages[i] for i in run.history],
+                "result": [messages[i] for i in run.result],
+                "output": run.output,
+                "error": run.error.model_dump() if run.error else None,
+            }
+        )
+        for run in cassette.runs
+    ]
+    return NormalCassette(
+        scenario_id=cassette.header.scenario_id,
+        header={k: getattr(cassette.header, k) for k in _COMPARED_HEADER},
+        requests=requests,
+        runs=runs,
+        outcome=n.value(cassette.outcome.model_dump()) or {"status": "ok"},
+        observations=[{"name": o.name, "value": n.value(o.value)} for o in cassette.observations],
+        expectations=n.value(cassette.expectations),
+        source=cassette,
+    )
+
+
+def _request(
+    ex: Exchange,
+    cassette: Cassette,
+    messages: list[Any],
+    message_digests: list[bytes],
+    blobs: list[Any],
+    n: Normaliser,
+) -> tuple[dict[str, Any], bytes]:
+    body: dict[str, Any] = {"kind": ex.kind}
+    if ex.model_name:
+        body["model"] = ex.model_name
+    body["messages"] = [messages[i] for i in ex.messages]
+    if ex.settings is not None and blobs[ex.settings]:
+        body["settings"] = blobs[ex.settings]
+    if ex.parameters is not None and blobs[ex.parameters]:
+        body["parameters"] = blobs[ex.parameters]
+    if ex.instructions:
+        body["instructions"] = ex.instructions
+    if ex.response is not None:
+        body["response"] = messages[ex.response]
+    if ex.usage:
+        body["usage"] = n.value(ex.usage)
+    if ex.error is not None:
+        body["error"] = ex.error.model_dump()
+    key = digest(
+        [
+            ex.kind,
+            ex.model_name,
+            [message_digests[i] for i in ex.messages],
+            body.get("settings"),
+            body.get("parameters"),
+            ex.instructions,
+            message_digests[ex.response] if ex.response is not None else None,
+            body.get("usage"),
+            body.get("error"),
+        ]
+    )
+    return body, key

@@ -1,0 +1,261 @@
+"""Render diffs and check results for people (text), machines (JSON, JUnit) and pull requests (Markdown)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from xml.sax.saxutils import escape, quoteattr
+
+from rich.console import Console
+from rich.markup import escape as rich_escape
+
+from .differ import Change, Diff, RequestDiff
+
+Format = Literal["text", "json", "markdown", "junit"]
+Status = Literal["same", "changed", "error"]
+
+
+@dataclass
+class ScenarioReport:
+    """The verdict for one scenario: what the CLI, the matrix and the pytest plugin all print."""
+
+    scenario_id: str
+    status: Status
+    diff: Diff | None = None
+    error: str | None = None
+    violations: list[Any] = field(default_factory=list)
+    """Invariant violations new in the replay (``replay.invariants.Violation``)."""
+    cassette: str | None = None
+    result: str | None = None
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    text = text.replace("\n", "\\n")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# --------------------------------------------------------------------------- JSON
+
+
+def change_json(c: Change) -> dict[str, Any]:
+    return {"path": c.path, "kind": c.kind, "old": c.old, "new": c.new}
+
+
+def request_json(r: RequestDiff) -> dict[str, Any]:
+    return {
+        "role": r.role,
+        "index": r.index,
+        "status": r.status,
+        "messages": [r.messages_a, r.messages_b],
+        "estimate": [r.estimate_a, r.estimate_b],
+        "lost": r.lost,
+        "gained": r.gained,
+        "changes": [change_json(c) for c in r.changes],
+    }
+
+
+def diff_json(d: Diff) -> dict[str, Any]:
+    return {
+        "scenario_id": d.scenario_id,
+        "changed": d.changed,
+        "labels": [d.a_label, d.b_label],
+        "roles": {r.role: [r.a, r.b] for r in d.roles},
+        "main_requests": [
+            {
+                "role": m.role,
+                "index": m.index,
+                "messages": [m.messages_a, m.messages_b],
+                "estimate": [m.estimate_a, m.estimate_b],
+            }
+            for m in d.main_requests
+        ],
+        "requests": [request_json(r) for r in d.requests],
+        "outcome": list(d.outcome) if d.outcome else None,
+        "observations": [change_json(c) for c in d.observations],
+        "notes": d.notes,
+        "new_violations": [v.as_json() for v in d.new_violations],
+    }
+
+
+def report_json(r: ScenarioReport) -> dict[str, Any]:
+    out: dict[str, Any] = {"status": r.status}
+    if r.error:
+        out["error"] = r.error
+    if r.cassette:
+        out["cassette"] = r.cassette
+    if r.result:
+        out["result"] = r.result
+    if r.diff is not None:
+        out.update({k: v for k, v in diff_json(r.diff).items() if k != "scenario_id"})
+    out["violations"] = [v.as_json() for v in r.violations]
+    return out
+
+
+def reports_json(reports: Sequence[ScenarioReport]) -> dict[str, Any]:
+    return {
+        "changed": any(r.status != "same" for r in reports),
+        "summary": summary_counts(reports),
+        "scenarios": {r.scenario_id: report_json(r) for r in reports},
+    }
+
+
+def summary_counts(reports: Sequence[ScenarioReport]) -> dict[str, int]:
+    out = {"same": 0, "changed": 0, "error": 0}
+    for r in reports:
+        out[r.status] += 1
+    return out
+
+
+# --------------------------------------------------------------------------- text
+
+
+def _estimates_line(d: Diff) -> str | None:
+    pairs = [m for m in d.main_requests if m.estimate_a != m.estimate_b or m.messages_a != m.messages_b]
+    if not pairs:
+        return None
+    a = ", ".join("-" if m.estimate_a is None else str(m.estimate_a) for m in d.main_requests)
+    b = ", ".join("-" if m.estimate_b is None else str(m.estimate_b) for m in d.main_requests)
+    return f"main request estimates: {d.a_label} [{a}] → {d.b_label} [{b}]"
+
+
+def diff_lines(d: Diff, *, details: bool = True, max_changes: int = 12) -> list[str]:
+    """Plain lines (rich markup) for one diff: the summary first, then the details."""
+    lines: list[str] = []
+    counts = [f"{r.role} {r.a}→{r.b}" if r.a != r.b else f"{r.role} {r.a}" for r in d.roles]
+    lines.append("requests per role: " + ", ".join(counts))
+    est = _estimates_line(d)
+    if est:
+        lines.append(est)
+    if d.outcome:
+        lines.append(f"outcome: {_short(d.outcome[0])} → {_short(d.outcome[1])}")
+    for c in d.observations:
+        lines.append(f"observation {c.path.removeprefix('observations.')}: {_short(c.old)} → {_short(c.new)}")
+    for note in d.notes:
+        lines.append(f"divergence: {note}")
+    for v in d.new_violations:
+        lines.append(f"new violation: {v.describe()}")
+    if not details:
+        return lines
+    for r in d.requests:
+        head = f"{r.label} {r.status}"
+        if r.messages_a is not None and r.messages_b is not None and r.messages_a != r.messages_b:
+            head += f", messages {r.messages_a}→{r.messages_b}"
+        if r.estimate_a is not None and r.estimate_b is not None and r.estimate_a != r.estimate_b:
+            head += f", estimate {r.estimate_a}→{r.estimate_b}"
+        lines.append(head)
+        if r.lost:
+            lines.append("  lost: " + ", ".join(r.lost))
+        if r.gained:
+            lines.append("  gained: " + ", ".join(r.gained))
+        for c in r.changes[:max_changes]:
+            if c.kind == "changed" or c.kind == "type":
+                lines.append(f"  {c.path}: {_short(c.old)} → {_short(c.new)}")
+            elif c.kind == "added":
+                lines.append(f"  + {c.path}: {_short(c.new)}")
+            else:
+                lines.append(f"  - {c.path}: {_short(c.old)}")
+        if len(r.changes) > max_changes:
+            lines.append(f"  … {len(r.changes) - max_changes} more changes (--format json for all)")
+    return lines
+
+
+_STYLE = {"same": "green", "changed": "yellow", "error": "red"}
+
+
+def print_text(reports: Sequence[ScenarioReport], console: Console | None = None, *, details: bool = True) -> None:
+    console = console or Console(highlight=False, soft_wrap=True)
+    for r in reports:
+        style = _STYLE[r.status]
+        console.print(f"[{style}]{r.status.upper():8}[/{style}] {rich_escape(r.scenario_id)}")
+        if r.error:
+            console.print(f"         {rich_escape(r.error)}")
+        if r.diff is not None and r.status != "same":
+            for line in diff_lines(r.diff, details=details):
+                console.print("         " + rich_escape(line))
+        for v in r.violations:
+            console.print("         [red]violation[/red] " + rich_escape(v.describe()))
+    c = summary_counts(reports)
+    console.print(f"{len(reports)} scenarios: {c['same']} same, {c['changed']} changed, {c['error']} error")
+
+
+# --------------------------------------------------------------------------- Markdown
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(reports: Sequence[ScenarioReport], title: str = "harness-replay") -> str:
+    c = summary_counts(reports)
+    out = [f"### {title}: {c['same']} same, {c['changed']} changed, {c['error']} error", ""]
+    out += ["| scenario | status | what changed |", "|---|---|---|"]
+    icon = {"same": "✅ same", "changed": "⚠️ changed", "error": "❌ error"}
+    for r in reports:
+        what: list[str] = []
+        if r.error:
+            what.append(r.error)
+        if r.diff is not None and r.status != "same":
+            what += diff_lines(r.diff, details=False)
+            what += [f"{q.label} {q.status}" + (f" (lost {', '.join(q.lost)})" if q.lost else "") for q in r.diff.requests[:5]]
+        what += [f"violation: {v.describe()}" for v in r.violations]
+        out.append(f"| `{_md(r.scenario_id)}` | {icon[r.status]} | {_md('<br>'.join(what)) or ''} |")
+    details = [r for r in reports if r.diff is not None and r.diff.requests]
+    for r in details:
+        assert r.diff is not None
+        out += ["", f"<details><summary><code>{escape(r.scenario_id)}</code> details</summary>", "", "```"]
+        out += diff_lines(r.diff)
+        out += ["```", "</details>"]
+    return "\n".join(out) + "\n"
+
+
+# --------------------------------------------------------------------------- JUnit
+
+
+def junit(reports: Sequence[ScenarioReport], suite: str = "harness-replay") -> str:
+    """One test case per scenario, so CI dashboards show replay results like test results."""
+    c = summary_counts(reports)
+    out = [
+        '<?xml version="1.0" encoding="utf-8"?>',
+        f'<testsuites><testsuite name={quoteattr(suite)} tests="{len(reports)}" '
+        f'failures="{c["changed"]}" errors="{c["error"]}" skipped="0">',
+    ]
+    for r in reports:
+        classname, _, name = r.scenario_id.rpartition("/")
+        out.append(f"<testcase classname={quoteattr(classname or suite)} name={quoteattr(name or r.scenario_id)}>")
+        body = "\n".join(diff_lines(r.diff)) if r.diff is not None else ""
+        body += "".join(f"\nviolation: {v.describe()}" for v in r.violations)
+        if r.status == "error":
+            out.append(f"<error message={quoteattr(r.error or 'error')}>{escape(body)}</error>")
+        elif r.status == "changed":
+            first = diff_lines(r.diff, details=False)[0] if r.diff is not None else "changed"
+            msg = next((ln for ln in body.splitlines() if ln.startswith("violation")), first)
+            out.append(f"<failure message={quoteattr(msg)}>{escape(body)}</failure>")
+        out.append("</testcase>")
+    out.append("</testsuite></testsuites>")
+    return "\n".join(out) + "\n"
+
+
+def write_step_summary(text: str) -> None:
+    """Append Markdown to GitHub's job summary when running in Actions."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if path:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(text)
+
+
+def emit(reports: Sequence[ScenarioReport], fmt: Format, console: Console | None = None, title: str = "harness-replay") -> None:
+    """Print ``reports`` in ``fmt``; Markdown also goes to ``$GITHUB_STEP_SUMMARY`` when set."""
+    if fmt == "json":
+        print(json.dumps(reports_json(reports), indent=2, sort_keys=False, default=str))
+    elif fmt == "markdown":
+        print(markdown(reports, title), end="")
+    elif fmt == "junit":
+        print(junit(reports, title), end="")
+    else:
+        print_text(reports, console)
+    if os.environ.get("GITHUB_STEP_SUMMARY"):
+        write_step_summary(markdown(reports, title))
