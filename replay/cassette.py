@@ -269,7 +269,7 @@ def loads(data: bytes, source: object = "<bytes>", limits: Limits = DEFAULT_LIMI
             max_bin_len=limits.max_string,
             max_array_len=limits.max_items,
             max_map_len=limits.max_items,
-            max_ext_len=0,
+            max_ext_len=1024,  # read just far enough for ext_hook to refuse it by name
             use_list=True,
         )
     except msgpack.ExtraData:

@@ -24,7 +24,7 @@ import socket
 import threading
 from collections.abc import Iterable
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from .errors import ReplayError
 
@@ -113,7 +113,7 @@ class NetworkGuard:
             return any(str(addr) == a for a in self.allow)
         return any(fnmatch.fnmatchcase(name, a) for a in self.allow)
 
-    def __enter__(self) -> NetworkGuard:
+    def __enter__(self) -> Self:
         with _lock:
             if not _active:
                 _install()
@@ -205,7 +205,9 @@ def _install() -> None:
         _check(address[0], address[1])
         return orig_create_connection(address, *args, **kwargs)
 
-    async def loop_create_connection(self: Any, protocol_factory: Any, host: Any = None, port: Any = None, **kwargs: Any) -> Any:
+    async def loop_create_connection(
+        self: Any, protocol_factory: Any, host: Any = None, port: Any = None, **kwargs: Any
+    ) -> Any:
         if host is not None:
             _check(host, port)
         return await orig_loop_create_connection(self, protocol_factory, host, port, **kwargs)

@@ -605,10 +605,8 @@ def recording(path: str | Path | None = None, *, scenario_id: str | None = None)
 
 def finalize(cassette: Cassette) -> Cassette:
     """Last step before a cassette is written: scrub credentials out of every value."""
-    try:
-        from .scrub import scrub_cassette
-    except ImportError:  # pragma: no cover - scrubber lands separately
-        return cassette
+    from .scrub import scrub_cassette
+
     return scrub_cassette(cassette)
 
 

@@ -12,7 +12,7 @@ import asyncio
 import os
 import sys
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -246,7 +246,24 @@ async def replay_async(scenario: Scenario, recorded: Cassette, on_exhausted: OnE
     return ReplayResult(scenario.id, recorded, finalize(result), source.divergences + source.unused())
 
 
-def replay(scenario: Scenario, recorded: Cassette, on_exhausted: OnExhausted = "fail") -> ReplayResult:
-    """Replay one scenario in a fresh event loop with model requests and placeholder keys locked down."""
-    with offline():
-        return asyncio.run(replay_async(scenario, recorded, on_exhausted))
+def replay(
+    scenario: Scenario,
+    recorded: Cassette,
+    on_exhausted: OnExhausted = "fail",
+    *,
+    allow_hosts: Iterable[str] = (),
+    allow_loopback: bool = True,
+) -> ReplayResult:
+    """Replay one scenario in a fresh event loop, with model requests and the network locked down.
+
+    A blocked connection is reported as a divergence even when the library that tried it
+    swallowed the error.
+    """
+    from .guard import network_guard
+
+    with offline(), network_guard(scenario.id, allow=allow_hosts, allow_loopback=allow_loopback) as guard:
+        result = asyncio.run(replay_async(scenario, recorded, on_exhausted))
+    result.divergences += [
+        Divergence("network", i, "network", f"blocked connection to {target}") for i, target in enumerate(guard.blocked)
+    ]
+    return result

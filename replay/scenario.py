@@ -124,11 +124,21 @@ def scenario(arg: ScenarioFunc | str | None = None, /) -> Any:
 
 
 def _import_file(path: Path) -> list[Scenario]:
-    """Import a scenario file under a private module name and return what it registered."""
+    """Import a scenario file under a private module name and return what it registered.
+
+    The module name hashes the file's path and content, so an edited file is imported
+    afresh (its old registrations dropped) while an unchanged one is imported once.
+    """
     path = path.resolve()
-    before = set(_REGISTRY)
-    name = "replay_scenarios." + hashlib.blake2b(str(path).encode(), digest_size=6).hexdigest() + "_" + path.stem
+    try:
+        source = path.read_bytes()
+    except OSError as exc:
+        raise ReplayUsageError(f"{path}: cannot read: {exc.strerror}") from None
+    digest = hashlib.blake2b(str(path).encode() + b"\0" + source, digest_size=8).hexdigest()
+    name = f"replay_scenarios.{path.stem}_{digest}"
     if name not in sys.modules:
+        for sid in [sid for sid, s in _REGISTRY.items() if s.path == path]:
+            del _REGISTRY[sid]
         spec = importlib.util.spec_from_file_location(name, path)
         if spec is None or spec.loader is None:
             raise ReplayUsageError(f"{path}: not a Python file")
@@ -138,10 +148,8 @@ def _import_file(path: Path) -> list[Scenario]:
             spec.loader.exec_module(module)
         except Exception as exc:
             del sys.modules[name]
-            raise ReplayUsageError(f"{path}: failed to import: {type(exc).__name__}: {exc}") from exc
-    found = [s for s in _REGISTRY.values() if s.path == path]
-    new = set(_REGISTRY) - before
-    return sorted({s.id: s for s in found if s.id in new or s.path == path}.values(), key=lambda s: s.id)
+            raise ReplayUsageError(f"{path}: failed to import: {type(exc).__name__}: {exc}") from None
+    return sorted((s for s in _REGISTRY.values() if s.path == path), key=lambda s: s.id)
 
 
 def _scenario_files(directory: Path) -> list[Path]:

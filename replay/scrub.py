@@ -15,14 +15,15 @@ import base64
 import binascii
 import functools
 import hashlib
+import itertools
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["ScrubConfig", "Scrubber", "placeholder"]
+__all__ = ["ScrubConfig", "Scrubber", "placeholder", "scrub_cassette"]
 
 # Fixed, public salt: it does not make the hash secret, it only keeps our
 # placeholders from being looked up in tables of plain blake2b hashes of known keys.
@@ -80,7 +81,10 @@ _AWS_SECRET_RE = re.compile(r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+
 
 _ENV_NAME_RE = re.compile(r"key|token|secret|password", re.IGNORECASE)
 _SECRET_WORDS = frozenset(
-    {"authorization", "token", "secret", "password", "passwd", "passphrase", "apikey", "cookie", "credential", "credentials"}
+    {
+        "authorization", "token", "secret", "password", "passwd", "passphrase",
+        "apikey", "cookie", "credential", "credentials",
+    }
 )
 _SECRET_PAIRS = frozenset({("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key"), ("auth", "key")})
 _WORD_RE = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
@@ -102,7 +106,7 @@ def _is_secret_key(key: str) -> bool:
     words = [w.lower() for w in _WORD_RE.findall(key)]
     if any(w in _SECRET_WORDS for w in words):
         return True
-    return any(pair in _SECRET_PAIRS for pair in zip(words, words[1:]))
+    return any(pair in _SECRET_PAIRS for pair in itertools.pairwise(words))
 
 
 def _looks_like_basic(token: str) -> bool:
@@ -244,6 +248,19 @@ class Scrubber:
         if secret in self._env_values:
             return "env"
         return default
+
+
+_M = TypeVar("_M")
+
+
+def scrub_cassette(cassette: _M, config: ScrubConfig | None = None) -> _M:
+    """A scrubbed copy of a cassette model, for the recorder's last step before writing.
+
+    Works on the model's plain-data dump, so exempt paths are dotted paths into that dump
+    (``messages.*.parts.*.content``), and message-table indices stay valid.
+    """
+    data = cassette.model_dump(mode="python")  # type: ignore[attr-defined]
+    return type(cassette).model_validate(Scrubber(config).scrub(data))  # type: ignore[attr-defined,no-any-return]
 
 
 def _copy(value: Any) -> Any:

@@ -14,7 +14,7 @@ import warnings
 from typing import Any
 
 from pydantic_ai import Agent, RunContext
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai_harness import SystemReminders
 from pydantic_ai_harness.system_reminders import LLMReminder
@@ -29,13 +29,11 @@ def _generate(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
 
 
 async def _reminders(run: Run, mode: str) -> str:
-    requests = 0
-
     def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        nonlocal requests
-        requests += 1
-        if requests <= TICKS:
-            return ModelResponse(parts=[ToolCallPart("tick", {}, tool_call_id=f"tick-{requests}")])
+        # Derived from the messages, not a counter: tool returns seen so far decide the next call.
+        done = sum(isinstance(p, ToolReturnPart) for m in messages for p in m.parts)
+        if done < TICKS:
+            return ModelResponse(parts=[ToolCallPart("tick", {}, tool_call_id=f"tick-{done + 1}")])
         return ModelResponse(parts=[TextPart("complete")])
 
     kwargs: dict[str, Any] = {"model": FunctionModel(_generate)}
@@ -69,7 +67,7 @@ async def _reminders(run: Run, mode: str) -> str:
         run.observe("interval_supported", interval_supported)
         run.observe("interval_attribute", getattr(reminder, "interval", None))
     run.observe("warning_types", sorted({type(w.message).__name__ for w in caught}))
-    run.observe("main_requests", requests)
+    run.observe("history_messages", len(result.all_messages()))
     run.expect("output", "complete")
     run.observe("output", result.output)
     return result.output

@@ -5,7 +5,10 @@ History U1, A1 .. U10, A10 and the current prompt U11 go through a real agent ru
 and a summarizer answering "Summary.". Seed 001 reports (on 0.63.0) that with
 ``keep_user_messages=True`` A9, U10 and A10 reach neither the summarizer nor the main
 model; ``keep_user_messages=False`` is the control. The last scenario is the 30-turn,
-``keep_messages=20`` variant. ``lost_from_both`` is computed from what the two models saw.
+``keep_messages=20`` variant. The scenario observes only the run's final history
+(``result.all_messages()``): which U/A turns it still holds and whether the current prompt
+is among them. What the summarizer and the main model were actually sent is captured in
+the cassette, and the invariant checks compute lost messages from that traffic.
 """
 
 from __future__ import annotations
@@ -42,15 +45,10 @@ def _ordered(names: set[str]) -> list[str]:
 
 
 async def _keep_user_case(run: Run, keep_messages: int, keep_user_messages: bool, turns: int = 10) -> str:
-    summarizer_saw: list[str] = []
-    main_saw: list[str] = []
-
     def summarize(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        summarizer_saw.append(_text(messages))
         return ModelResponse(parts=[TextPart("Summary.")])
 
     def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        main_saw.append(_text(messages))
         return ModelResponse(parts=[TextPart("Done.")])
 
     history: list[ModelMessage] = []
@@ -68,17 +66,13 @@ async def _keep_user_case(run: Run, keep_messages: int, keep_user_messages: bool
         **kwargs,
     )
     agent = Agent(FunctionModel(answer), capabilities=[compaction])
-    result = await agent.run(f"U{turns + 1}", message_history=history)
+    current = f"U{turns + 1}"
+    result = await agent.run(current, message_history=history)
 
-    in_summary = _names(" ".join(summarizer_saw))
-    in_main = _names(main_saw[0]) if main_saw else set()
-    expected = {f"{p}{i}" for i in range(1, turns + 1) for p in "UA"} | {f"U{turns + 1}"}
-    run.observe("summarizer_calls", len(summarizer_saw))
-    run.observe("summary_input_last", _ordered(in_summary)[-1:])
-    run.observe("main_user_turns", _ordered({n for n in in_main if n[0] == "U"}))
-    run.observe("current_prompt_reached_model", f"U{turns + 1}" in in_main)
-    run.observe("lost_from_both", _ordered(expected - in_summary - in_main))
-    run.expect("lost_from_both", [])
+    # Only what the run returns: the final (compacted) history, never what a responder saw.
+    in_history = _names(_text(result.all_messages()))
+    run.observe("history_turns", _ordered(in_history))
+    run.observe("current_prompt_in_history", current in in_history)
     return result.output
 
 

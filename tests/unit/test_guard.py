@@ -205,7 +205,13 @@ def test_non_loopback_address_refused_before_connect(tripwires: list[tuple[str, 
             with pytest.raises(NetworkBlocked):
                 u.sendto(b"x", (TEST_NET, 53))
     assert tripwires == []
-    assert guard.blocked == [f"{TEST_NET}:443", f"{TEST_NET}:443", f"{TEST_NET}:80", "[2001:db8::1]:443", f"{TEST_NET}:53"]
+    assert guard.blocked == [
+        f"{TEST_NET}:443",
+        f"{TEST_NET}:443",
+        f"{TEST_NET}:80",
+        "[2001:db8::1]:443",
+        f"{TEST_NET}:53",
+    ]
 
 
 def test_allowed_hosts_pass_through_to_the_real_call(tripwires: list[tuple[str, Any]]) -> None:
@@ -282,3 +288,28 @@ def test_exits_cleanly_on_exception() -> None:
         with network_guard(SCENARIO):
             raise RuntimeError("boom")
     assert socket.socket.connect is real_connect
+
+
+def test_asyncio_low_level_paths(tripwires: list[tuple[str, Any]]) -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        with pytest.raises(NetworkBlocked):
+            await loop.getaddrinfo("example.com", 443)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setblocking(False)
+            with pytest.raises(NetworkBlocked):
+                await loop.sock_connect(s, (TEST_NET, 443))
+
+    with network_guard(SCENARIO) as guard:
+        asyncio.run(main())
+    assert tripwires == []
+    assert guard.blocked == ["example.com:443", f"{TEST_NET}:443"]
+
+
+def test_addresses_of_an_allowed_name_are_allowed(server: Server) -> None:
+    with network_guard(SCENARIO, allow=["localhost"], allow_loopback=False) as guard:
+        with socket.create_connection(("localhost", server.port), timeout=5):
+            pass
+        with pytest.raises(NetworkBlocked):
+            socket.create_connection(("127.0.0.2", server.port), timeout=5)
+    assert guard.blocked == [f"127.0.0.2:{server.port}"]

@@ -1,0 +1,98 @@
+"""Glue from the stages to the fronts: the CLI, the pytest plugin and the matrix all call these."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import invariants
+from .cassette import Cassette, cassette_path, clean_stale_temps, load, save
+from .config import Config
+from .differ import diff
+from .errors import CassetteError, ReplayError
+from .normaliser import Rules
+from .recorder import record
+from .replayer import OnExhausted, replay
+from .reporter import ScenarioReport
+from .scenario import Scenario
+
+
+@dataclass(frozen=True)
+class RecordOutcome:
+    scenario_id: str
+    path: Path
+    status: str  # "recorded" | "skipped" | "error"
+    detail: str = ""
+
+
+def record_scenarios(scenarios: Sequence[Scenario], cassettes: Path, *, force: bool = False) -> list[RecordOutcome]:
+    """Record each scenario to ``<cassettes>/<id>.cassette``; existing cassettes are kept unless forced."""
+    out: list[RecordOutcome] = []
+    if cassettes.is_dir():
+        clean_stale_temps(cassettes)
+    for sc in scenarios:
+        path = cassette_path(cassettes, sc.id)
+        if path.exists() and not force:
+            out.append(RecordOutcome(sc.id, path, "skipped", "exists (use --force to overwrite)"))
+            continue
+        cassette = record(sc)
+        save(cassette, path)
+        detail = f"{len(cassette.exchanges)} requests, outcome {cassette.outcome.status}"
+        out.append(RecordOutcome(sc.id, path, "recorded", detail))
+    return out
+
+
+def replay_scenario(
+    sc: Scenario,
+    cassettes: Path,
+    results: Path | None,
+    *,
+    rules: Rules = Rules(),
+    on_exhausted: OnExhausted = "fail",
+    allow_hosts: Iterable[str] = (),
+) -> ScenarioReport:
+    """Replay one scenario against its cassette and report what changed, never raising for one bad cassette."""
+    path = cassette_path(cassettes, sc.id)
+    if not path.exists():
+        return ScenarioReport(sc.id, "error", error=f"{path}: no cassette (record it with: replay record {sc.id})")
+    try:
+        recorded = load(path)
+    except CassetteError as exc:
+        return ScenarioReport(sc.id, "error", error=str(exc), cassette=str(path))
+    try:
+        result = replay(sc, recorded, on_exhausted, allow_hosts=allow_hosts)
+    except ReplayError as exc:
+        return ScenarioReport(sc.id, "error", error=str(exc), cassette=str(path))
+    result_path = None
+    if results is not None:
+        result_path = save(result.result, cassette_path(results, sc.id))
+    d = diff(recorded, result.result, rules)
+    d.notes = [div.describe() for div in result.divergences]
+    d.new_violations = invariants.new_violations(recorded, result.result)
+    return ScenarioReport(
+        sc.id,
+        "changed" if d.changed else "same",
+        diff=d,
+        cassette=str(path),
+        result=str(result_path) if result_path else None,
+    )
+
+
+def compare_files(a: Path, b: Path, rules: Rules = Rules()) -> ScenarioReport:
+    ca, cb = load(a), load(b)
+    d = diff(ca, cb, rules, a_label=a.name, b_label=b.name)
+    d.new_violations = invariants.new_violations(ca, cb)
+    sid = ca.header.scenario_id or cb.header.scenario_id or f"{a} vs {b}"
+    return ScenarioReport(sid, "changed" if d.changed else "same", diff=d, cassette=str(a), result=str(b))
+
+
+def check_cassette(path: Path, cassette: Cassette | None = None) -> ScenarioReport:
+    c = cassette or load(path)
+    violations = invariants.run_checks(c)
+    sid = c.header.scenario_id or str(path)
+    return ScenarioReport(sid, "changed" if violations else "same", violations=violations, cassette=str(path))
+
+
+def rules_from(config: Config, extra: Iterable[str] = ()) -> Rules:
+    return Rules.of([*config.ignore, *extra])

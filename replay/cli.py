@@ -1,0 +1,244 @@
+"""The ``replay`` command: a thin front over the pipeline.
+
+Exit codes fit CI: 0 nothing changed, 1 a change or violation was found, 2 bad input
+(usage, configuration or an unreadable cassette), always as one line without a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from . import _pipeline
+from .cassette import iter_cassettes, load
+from .config import Config, load_config
+from .errors import ReplayError, ReplayUsageError
+from .reporter import ScenarioReport, emit
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Record, replay and diff the model traffic of pydantic-ai agents and harness capabilities.",
+)
+
+
+class Fmt(str, Enum):
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+    junit = "junit"
+
+
+class ShowFmt(str, Enum):
+    text = "text"
+    json = "json"
+
+
+class Exhausted(str, Enum):
+    fail = "fail"
+    repeat = "repeat"
+    fake = "fake"
+
+
+def _fail(message: str, code: int = 2) -> NoReturn:
+    typer.echo(f"replay: error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def _config() -> Config:
+    return load_config()
+
+
+def _discover(targets: list[str] | None, config: Config) -> list[Any]:
+    from .recorder import tracking_agents
+    from .scenario import discover
+
+    with tracking_agents():
+        found = discover(targets or [], default_dir=config.scenarios)
+    if not found:
+        raise ReplayUsageError(f"{', '.join(targets or [str(config.scenarios)])}: no scenarios found")
+    return found
+
+
+Targets = Annotated[list[str] | None, typer.Argument(help="Scenario files, directories or ids (default: scenarios/).")]
+CassettesOpt = Annotated[Path | None, typer.Option("--cassettes", help="Cassette directory (default: cassettes/).")]
+FormatOpt = Annotated[Fmt, typer.Option("--format", "-f", help="Output format.")]
+IgnoreOpt = Annotated[
+    list[str] | None, typer.Option("--ignore", help="Extra key or path glob to ignore when comparing (repeatable).")
+]
+
+
+def _exit_for(reports: list[ScenarioReport]) -> NoReturn:
+    raise typer.Exit(1 if any(r.status != "same" for r in reports) else 0)
+
+
+@app.command()
+def record(
+    targets: Targets = None,
+    cassettes: CassettesOpt = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite existing cassettes.")] = False,
+) -> None:
+    """Run scenarios against their models and write one cassette per scenario."""
+    config = _config()
+    scenarios = _discover(targets, config)
+    outcomes = _pipeline.record_scenarios(scenarios, cassettes or config.cassettes, force=force)
+    for o in outcomes:
+        typer.echo(f"{o.status:9} {o.scenario_id} -> {o.path}" + (f" ({o.detail})" if o.detail else ""))
+
+
+@app.command()
+def run(
+    targets: Targets = None,
+    cassettes: CassettesOpt = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Where result cassettes go.")] = None,
+    fmt: FormatOpt = Fmt.text,
+    on_exhausted: Annotated[
+        Exhausted | None, typer.Option("--on-exhausted", help="When a role asks for more responses than recorded.")
+    ] = None,
+    ignore: IgnoreOpt = None,
+    allow_host: Annotated[
+        list[str] | None, typer.Option("--allow-host", help="Host a replay may connect to (repeatable).")
+    ] = None,
+) -> None:
+    """Replay scenarios on the installed harness from their cassettes and diff what they send now."""
+    config = _config()
+    scenarios = _discover(targets, config)
+    rules = _pipeline.rules_from(config, ignore or ())
+    policy = (on_exhausted.value if on_exhausted else config.on_exhausted)
+    reports = [
+        _pipeline.replay_scenario(
+            sc,
+            cassettes or config.cassettes,
+            out or config.results,
+            rules=rules,
+            on_exhausted=policy,  # type: ignore[arg-type]
+            allow_hosts=[*config.allow_hosts, *(allow_host or [])],
+        )
+        for sc in scenarios
+    ]
+    emit(reports, fmt.value, title="harness-replay run")
+    _exit_for(reports)
+
+
+@app.command(name="diff")
+def diff_cmd(
+    a: Annotated[Path, typer.Argument(help="Baseline cassette (e.g. the recording).")],
+    b: Annotated[Path, typer.Argument(help="Cassette to compare (e.g. a replay result).")],
+    fmt: FormatOpt = Fmt.text,
+    ignore: IgnoreOpt = None,
+) -> None:
+    """Compare two cassettes structurally and summarise what changed."""
+    rules = _pipeline.rules_from(_config(), ignore or ())
+    report = _pipeline.compare_files(a, b, rules)
+    if fmt is Fmt.json:
+        from .reporter import report_json
+
+        typer.echo(json.dumps(report_json(report), indent=2, default=str))
+    else:
+        emit([report], fmt.value, title="harness-replay diff")
+    _exit_for([report])
+
+
+@app.command()
+def check(
+    targets: Annotated[list[str] | None, typer.Argument(help="Cassettes, cassette directories, or scenario ids.")] = None,
+    cassettes: CassettesOpt = None,
+    fmt: FormatOpt = Fmt.text,
+) -> None:
+    """Check recordings for invariant violations (no second version needed)."""
+    config = _config()
+    base = cassettes or config.cassettes
+    paths: list[Path] = []
+    for t in targets or [str(base)]:
+        p = Path(t)
+        if p.is_dir():
+            paths += list(iter_cassettes(p))
+        elif p.is_file():
+            paths.append(p)
+        else:
+            from .cassette import cassette_path
+
+            candidate = cassette_path(base, t)
+            matches = [candidate] if candidate.exists() else list(iter_cassettes(base / t)) if (base / t).is_dir() else []
+            if not matches:
+                raise ReplayUsageError(f"{t}: no such cassette, directory or recorded scenario id")
+            paths += matches
+    reports = [_pipeline.check_cassette(p) for p in paths]
+    if fmt is Fmt.json:
+        violations = [dict(v.as_json(), scenario_id=r.scenario_id) for r in reports for v in r.violations]
+        typer.echo(
+            json.dumps(
+                {"violations": violations, "checked": [r.scenario_id for r in reports], "changed": bool(violations)},
+                indent=2,
+                default=str,
+            )
+        )
+    else:
+        emit(reports, fmt.value, title="harness-replay check")
+    _exit_for(reports)
+
+
+@app.command()
+def show(
+    cassette: Annotated[Path, typer.Argument(help="Cassette file.")],
+    fmt: Annotated[ShowFmt, typer.Option("--format", "-f")] = ShowFmt.text,
+    normalized: Annotated[bool, typer.Option("--normalized", "--normalised", help="Show the normalised form.")] = False,
+) -> None:
+    """Print a cassette readably (also usable as a git textconv)."""
+    from .show import render_json, render_text
+
+    c = load(cassette)
+    if fmt is ShowFmt.json:
+        typer.echo(json.dumps(render_json(c, normalized=normalized), indent=2, default=str))
+    else:
+        typer.echo(render_text(c, normalized=normalized), nl=False)
+
+
+@app.command(name="ls")
+def ls_cmd(directory: Annotated[Path | None, typer.Argument(help="Cassette directory.")] = None) -> None:
+    """List cassettes with their scenario, versions and request counts."""
+    base = directory or _config().cassettes
+    if not base.is_dir():
+        raise ReplayUsageError(f"{base}: no such directory")
+    for path in iter_cassettes(base):
+        try:
+            c = load(path)
+        except ReplayError as exc:
+            typer.echo(f"{path}  ERROR {exc}")
+            continue
+        roles = ", ".join(f"{r} {len(xs)}" for r, xs in sorted(c.by_role().items()))
+        h = c.header
+        typer.echo(f"{path}  {h.scenario_id}  harness {h.harness_version}  [{roles}]  {c.outcome.status}")
+
+
+def main() -> None:
+    """Entry point: user-facing errors become one line and exit code 2."""
+    try:
+        app(standalone_mode=False)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except ReplayError as exc:
+        typer.echo(f"replay: error: {exc}", err=True)
+        sys.exit(2)
+    except (typer.BadParameter, typer.Abort) as exc:  # pragma: no cover - click handles most
+        typer.echo(f"replay: error: {exc}", err=True)
+        sys.exit(2)
+    except Exception as exc:  # click usage errors
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(2)
+        if isinstance(exc, click.exceptions.Exit):
+            sys.exit(exc.exit_code)
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+"""Project settings from ``[tool.replay]`` in pyproject.toml; command-line flags win over them."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ReplayUsageError
+
+
+@dataclass(frozen=True)
+class Config:
+    cassettes: Path = Path("cassettes")
+    scenarios: Path = Path("scenarios")
+    results: Path = Path(".replay/results")
+    ignore: tuple[str, ...] = ()
+    on_exhausted: str = "fail"
+    allow_hosts: tuple[str, ...] = ()
+    scrub_patterns: tuple[str, ...] = ()
+    scrub_exempt: tuple[str, ...] = ()
+    max_bytes: int | None = None
+    source: Path | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+_KNOWN = {
+    "cassettes": "cassettes",
+    "scenarios": "scenarios",
+    "results": "results",
+    "ignore": "ignore",
+    "on-exhausted": "on_exhausted",
+    "on_exhausted": "on_exhausted",
+    "allow-hosts": "allow_hosts",
+    "allow_hosts": "allow_hosts",
+    "scrub-patterns": "scrub_patterns",
+    "scrub_patterns": "scrub_patterns",
+    "scrub-exempt": "scrub_exempt",
+    "scrub_exempt": "scrub_exempt",
+    "max-bytes": "max_bytes",
+    "max_bytes": "max_bytes",
+}
+
+
+def find_pyproject(start: Path | None = None) -> Path | None:
+    here = (start or Path.cwd()).resolve()
+    for directory in (here, *here.parents):
+        candidate = directory / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_config(start: Path | None = None) -> Config:
+    """Read ``[tool.replay]``; a malformed table is a usage error naming the file."""
+    path = find_pyproject(start)
+    if path is None:
+        return Config()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ReplayUsageError(f"{path}: cannot read: {exc}") from None
+    table = data.get("tool", {}).get("replay", {})
+    if not isinstance(table, dict):
+        raise ReplayUsageError(f"{path}: [tool.replay] must be a table")
+    kwargs: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    base = path.parent
+    for key, value in table.items():
+        name = _KNOWN.get(key)
+        if name is None:
+            extra[key] = value
+            continue
+        if name in ("cassettes", "scenarios", "results"):
+            if not isinstance(value, str):
+                raise ReplayUsageError(f"{path}: [tool.replay] {key} must be a string path")
+            p = Path(value)
+            kwargs[name] = p if p.is_absolute() else _relative(base / p)
+        elif name in ("ignore", "allow_hosts", "scrub_patterns", "scrub_exempt"):
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise ReplayUsageError(f"{path}: [tool.replay] {key} must be a list of strings")
+            kwargs[name] = tuple(value)
+        elif name == "on_exhausted":
+            if value not in ("fail", "repeat", "fake"):
+                raise ReplayUsageError(f"{path}: [tool.replay] {key} must be fail, repeat or fake")
+            kwargs[name] = value
+        elif name == "max_bytes":
+            if type(value) is not int or value <= 0:
+                raise ReplayUsageError(f"{path}: [tool.replay] {key} must be a positive integer")
+            kwargs[name] = value
+    return Config(source=path, extra=extra, **kwargs)
+
+
+def _relative(p: Path) -> Path:
+    try:
+        return p.resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        return p

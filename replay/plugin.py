@@ -1,0 +1,1 @@
+"""pytest plugin: hooks and fixtures only (glue lives in replay._pytest)."""

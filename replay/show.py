@@ -1,0 +1,98 @@
+"""Readable views of one cassette: JSON for tools, text for people and for ``git diff`` (textconv)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .cassette import Cassette
+from .normaliser import Rules, normalise
+
+
+def render_json(cassette: Cassette, *, normalized: bool = False, rules: Rules = Rules()) -> dict[str, Any]:
+    if normalized:
+        return normalise(cassette, rules).as_json()
+    c = cassette
+    return {
+        "header": c.header.model_dump(),
+        "requests": [
+            {
+                "seq": ex.seq,
+                "role": ex.role,
+                "index": ex.index,
+                "kind": ex.kind,
+                "run": ex.run,
+                "model": {"name": ex.model_name, "system": ex.model_system},
+                "estimate": ex.estimate,
+                "messages": c.expand(ex.messages),
+                "settings": c.blob(ex.settings),
+                "parameters": c.blob(ex.parameters),
+                "instructions": ex.instructions,
+                "response": c.messages[ex.response] if ex.response is not None else None,
+                "usage": ex.usage,
+                "events": ex.events,
+                "error": ex.error.model_dump() if ex.error else None,
+            }
+            for ex in c.exchanges
+        ],
+        "runs": [
+            {
+                "role": r.role,
+                "prompt": r.prompt,
+                "estimate": r.estimate,
+                "history": c.expand(r.history),
+                "result": c.expand(r.result),
+                "output": r.output,
+                "error": r.error.model_dump() if r.error else None,
+            }
+            for r in c.runs
+        ],
+        "outcome": c.outcome.model_dump(),
+        "observations": [o.model_dump() for o in c.observations],
+        "expectations": c.expectations,
+    }
+
+
+def _line(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def render_text(cassette: Cassette, *, normalized: bool = False) -> str:
+    """One line per message and per field, so a line-based ``git diff`` points at what changed."""
+    h = cassette.header
+    out = [
+        f"# harness-replay cassette: {h.scenario_id}",
+        f"# harness {h.harness_version}, pydantic-ai-slim {h.slim_version}, python {h.python_version}",
+    ]
+    if not normalized:
+        out.append(f"# recorded {h.created_at} on {h.platform}, tool {h.tool_version}")
+    if normalized:
+        n = normalise(cassette)
+        for role, requests in n.requests.items():
+            for i, req in enumerate(requests):
+                out.append(f"== {role}[{i}] {req.kind}")
+                for key, value in req.body.items():
+                    if key == "messages":
+                        for j, m in enumerate(value):
+                            out.append(f"  messages[{j}] {_line(m)}")
+                    elif key != "kind":
+                        out.append(f"  {key} {_line(value)}")
+        out.append(f"== outcome {_line(n.outcome)}")
+        for o in n.observations:
+            out.append(f"== observation {o['name']} {_line(o['value'])}")
+        return "\n".join(out) + "\n"
+    for ex in cassette.exchanges:
+        est = f" estimate {ex.estimate}" if ex.estimate is not None else ""
+        out.append(f"== {ex.role}[{ex.index}] {ex.kind} model {ex.model_name}{est}")
+        for j, m in enumerate(cassette.expand(ex.messages)):
+            out.append(f"  messages[{j}] {_line(m)}")
+        if ex.response is not None:
+            out.append(f"  response {_line(cassette.messages[ex.response])}")
+        if ex.usage:
+            out.append(f"  usage {_line(ex.usage)}")
+        if ex.error:
+            out.append(f"  error {ex.error.type}: {ex.error.message}")
+    out.append(f"== outcome {_line(cassette.outcome.model_dump(exclude_none=True))}")
+    for o in cassette.observations:
+        out.append(f"== observation {o.name} {_line(o.value)}")
+    return "\n".join(out) + "\n"

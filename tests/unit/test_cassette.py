@@ -1,0 +1,122 @@
+"""Cassette format v1: round trips, content addressing, and one clear error per broken file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgpack
+import pytest
+
+from replay.cassette import (
+    MAGIC,
+    Cassette,
+    CassetteBuilder,
+    Exchange,
+    Header,
+    Limits,
+    dumps,
+    load,
+    loads,
+    save,
+)
+from replay.errors import CassetteError
+
+
+def sample() -> Cassette:
+    b = CassetteBuilder(Header(scenario_id="unit/sample", harness_version="0.62.0"))
+    history = [{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": f"U{i}"}]} for i in range(5)]
+    for n in range(1, 6):
+        ids = b.messages(history[:n])
+        resp = b.message({"kind": "response", "parts": [{"part_kind": "text", "content": f"A{n}"}]})
+        b.cassette.exchanges.append(
+            Exchange(seq=n - 1, role="main", index=n - 1, kind="request", messages=ids, response=resp,
+                     settings=b.blob({"temperature": 0.0}), parameters=b.blob({"function_tools": []}), estimate=n)
+        )
+    return b.cassette
+
+
+def test_round_trip_is_identity(tmp_path: Path) -> None:
+    c = sample()
+    path = save(c, tmp_path / "x.cassette")
+    assert load(path) == c
+    assert loads(dumps(c)) == c
+
+
+def test_messages_and_blobs_are_stored_once() -> None:
+    c = sample()
+    assert len(c.messages) == 5 + 5  # five distinct requests, five responses
+    assert len(c.blobs) == 2
+    wire = msgpack.unpackb(dumps(c)[len(MAGIC):])
+    # references are [start, count] runs, not one id per message
+    assert wire["exchanges"][4]["messages"] == [0, 5] or len(wire["exchanges"][4]["messages"]) <= 10
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        (b"", "empty file"),
+        (b"PK\x03\x04 not ours", "wrong magic"),
+        (MAGIC + b"\x92\x01\x02", "no format marker"),
+        (MAGIC + msgpack.packb({"format": "harness-replay", "version": 99}), "format 99"),
+        (MAGIC + msgpack.packb({"format": "harness-replay", "version": 1, "exchanges": "x"}), "invalid cassette"),
+        (MAGIC + msgpack.packb({"format": "harness-replay", "version": 1, "messages": [msgpack.ExtType(5, b"x")]}),
+         "extension type"),
+    ],
+)
+def test_broken_files_give_one_error(tmp_path: Path, data: bytes, problem: str) -> None:
+    path = tmp_path / "bad.cassette"
+    path.write_bytes(data)
+    with pytest.raises(CassetteError) as info:
+        load(path)
+    message = str(info.value)
+    assert message.startswith(str(path)) and problem in message
+    assert "\n" not in message
+
+
+def test_truncated_and_corrupted(tmp_path: Path) -> None:
+    data = dumps(sample())
+    for cut in (len(MAGIC) + 1, len(data) // 2, len(data) - 1):
+        with pytest.raises(CassetteError, match="truncated|corrupted|invalid"):
+            loads(data[:cut], "t.cassette")
+    flipped = bytearray(data)
+    flipped[len(MAGIC) + 3] ^= 0xFF
+    with pytest.raises(CassetteError):
+        loads(bytes(flipped), "f.cassette")
+
+
+def test_references_outside_tables_are_refused() -> None:
+    wire = msgpack.unpackb(dumps(sample())[len(MAGIC):])
+    wire["exchanges"][0]["messages"] = [0, 999]
+    with pytest.raises(CassetteError, match="outside the table"):
+        loads(MAGIC + msgpack.packb(wire))
+    wire = msgpack.unpackb(dumps(sample())[len(MAGIC):])
+    wire["exchanges"][0]["response"] = 10_000
+    with pytest.raises(CassetteError, match="outside its table"):
+        loads(MAGIC + msgpack.packb(wire))
+
+
+def test_limits_are_enforced() -> None:
+    data = dumps(sample())
+    with pytest.raises(CassetteError, match="over the"):
+        loads(data, limits=Limits(max_bytes=100))
+    deep: object = "x"
+    for _ in range(50):
+        deep = {"a": deep}
+    c = sample()
+    c.messages.append(deep)  # type: ignore[arg-type]
+    with pytest.raises(CassetteError, match="nesting deeper"):
+        loads(dumps(c), limits=Limits(max_depth=20))
+
+
+def test_missing_file_and_directory(tmp_path: Path) -> None:
+    with pytest.raises(CassetteError, match="no such cassette"):
+        load(tmp_path / "nope.cassette")
+    with pytest.raises(CassetteError, match="directory"):
+        load(tmp_path)
+
+
+def test_atomic_save_leaves_no_temp_files(tmp_path: Path) -> None:
+    target = tmp_path / "a" / "b.cassette"
+    save(sample(), target)
+    save(sample(), target)
+    assert sorted(p.name for p in target.parent.iterdir()) == ["b.cassette"]
