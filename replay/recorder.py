@@ -605,9 +605,13 @@ def recording(path: str | Path | None = None, *, scenario_id: str | None = None)
 
 def finalize(cassette: Cassette) -> Cassette:
     """Last step before a cassette is written: scrub credentials out of every value."""
-    from .scrub import scrub_cassette
+    from .config import load_config
+    from .scrub import ScrubConfig, scrub_cassette
 
-    return scrub_cassette(cassette)
+    config = load_config()
+    return scrub_cassette(
+        cassette, ScrubConfig(patterns=list(config.scrub_patterns), exempt_paths=list(config.scrub_exempt))
+    )
 
 
 async def execute_async(scenario: Scenario, session: Session, mode: Mode = "record") -> Cassette:

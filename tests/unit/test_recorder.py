@@ -1,0 +1,218 @@
+"""Recorder: every model request of a run is caught, tagged by role, and stored compactly."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, UserPromptPart
+from pydantic_ai.models.function import AgentInfo, DeltaToolCalls, FunctionModel
+from pydantic_ai.usage import RequestUsage, UsageLimits
+from pydantic_ai_harness import SystemReminders
+from pydantic_ai_harness.compaction import SummarizingCompaction
+from pydantic_ai_harness.system_reminders import LLMReminder
+
+import replay
+from replay.cassette import dumps, load
+from replay.recorder import Session, session_scope
+
+
+def text(s: str) -> ModelResponse:
+    return ModelResponse(parts=[TextPart(s)])
+
+
+def roles(session: Session) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for ex in session.cassette.exchanges:
+        out[ex.role] = out.get(ex.role, 0) + 1
+    return out
+
+
+def history(turns: int) -> list[ModelMessage]:
+    return [m for n in range(turns) for m in (ModelRequest(parts=[UserPromptPart(f"topic {n}")]), text(f"noted {n}"))]
+
+
+def test_capability_requests_are_tagged_by_their_inner_agent() -> None:
+    calls = {"main": 0, "summ": 0, "gen": 0}
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        calls["main"] += 1
+        return text("ready")
+
+    def summarize(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        calls["summ"] += 1
+        return text("summary")
+
+    def gen(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        calls["gen"] += 1
+        return text("KEEP")
+
+    agent = Agent(
+        FunctionModel(answer),
+        capabilities=[
+            SummarizingCompaction(model=FunctionModel(summarize), max_messages=4, keep_messages=2),
+            SystemReminders(dynamic_reminders=[LLMReminder(model=FunctionModel(gen))]),
+        ],
+    )
+    session = Session()
+    with session_scope(session):
+        asyncio.run(agent.run("go", message_history=history(5)))
+    assert roles(session) == {"main": calls["main"], "summarizing_compaction": calls["summ"], "system_reminders": calls["gen"]}
+    assert calls["summ"] >= 1 and calls["gen"] >= 1
+    assert session.cassette.header.roles["summarizing_compaction"].startswith("pydantic_ai_harness")
+
+
+def test_inherited_model_is_still_tagged_by_inner_agent() -> None:
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return text("summary" if info.instructions and "summar" in info.instructions.lower() else "ready")
+
+    agent = Agent(FunctionModel(answer), capabilities=[SummarizingCompaction(max_messages=4, keep_messages=2)])
+    session = Session()
+    with session_scope(session):
+        asyncio.run(agent.run("go", message_history=history(5)))
+    got = roles(session)
+    assert got.get("summarizing_compaction", 0) >= 1 and got["main"] >= 1
+
+
+def test_every_run_style_is_recorded() -> None:
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return text("ok")
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> Any:
+        yield "o"
+        yield "k"
+
+    class Counting(FunctionModel):
+        async def count_tokens(self, messages: Any, settings: Any, params: Any) -> RequestUsage:
+            return RequestUsage(input_tokens=len(messages))
+
+    async def scenario() -> None:
+        agent = Agent(FunctionModel(answer, stream_function=stream))
+        await agent.run("a")
+        async with agent.run_stream("b") as r:
+            await r.get_output()
+        async with agent.iter("c") as run:
+            async for _ in run:
+                pass
+        counted = Agent(Counting(answer))
+        await counted.run("d", usage_limits=UsageLimits(count_tokens_before_request=True))
+
+    session = Session()
+    with session_scope(session):
+        asyncio.run(scenario())
+    kinds = [(ex.role, ex.kind) for ex in session.cassette.exchanges]
+    assert kinds == [
+        ("main", "request"),
+        ("main", "request_stream"),
+        ("main", "request"),
+        ("main", "count_tokens"),
+        ("main", "request"),
+    ]
+    streamed = session.cassette.exchanges[1]
+    assert streamed.events and streamed.response is not None
+    assert session.cassette.exchanges[3].usage == {"input_tokens": 1} or session.cassette.exchanges[3].usage
+    assert len(session.cassette.runs) == 4
+
+
+def test_named_agent_keeps_its_name_but_inferred_names_do_not_count() -> None:
+    session = Session()
+    with session_scope(session):
+        planner = Agent(FunctionModel(lambda m, i: text("p")), name="planner")
+        helper = Agent(FunctionModel(lambda m, i: text("h")))
+        asyncio.run(planner.run("x"))
+        asyncio.run(helper.run("x"))
+        asyncio.run(helper.run("y"))  # second run: pydantic-ai has inferred the name "helper" by now
+    assert [ex.role for ex in session.cassette.exchanges] == ["planner", "main", "main"]
+
+
+def test_patches_are_undone_after_the_session() -> None:
+    from pydantic_ai.models import Model
+
+    before = FunctionModel.__dict__["request"]
+    with session_scope(Session()):
+        assert FunctionModel.__dict__["request"] is not before
+    assert FunctionModel.__dict__["request"] is before
+    assert "__replay_wrapped__" not in Model.__dict__["request_stream"].__dict__
+
+
+def test_wrapper_models_are_recorded_once() -> None:
+    from pydantic_ai.models.fallback import FallbackModel
+
+    agent = Agent(FallbackModel(FunctionModel(lambda m, i: text("inner"))))
+    session = Session()
+    with session_scope(session):
+        asyncio.run(agent.run("x"))
+    assert len(session.cassette.exchanges) == 1
+
+
+def test_recording_context_manager_writes_a_cassette(tmp_path: Path) -> None:
+    path = tmp_path / "adhoc.cassette"
+    agent = Agent(FunctionModel(lambda m, i: text("hi")))
+    with replay.recording(path, scenario_id="adhoc"):
+        asyncio.run(agent.run("hello"))
+    c = load(path)
+    assert [ex.role for ex in c.exchanges] == ["main"] and c.header.scenario_id == "adhoc"
+
+
+def _chat(turns: int) -> int:
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return text(f"answer number {len(messages)} with some words in it")
+
+    async def go() -> None:
+        agent = Agent(FunctionModel(answer))
+        hist: list[ModelMessage] = []
+        for t in range(turns):
+            hist = (await agent.run(f"question {t} about something", message_history=hist)).all_messages()
+
+    session = Session()
+    with session_scope(session):
+        asyncio.run(go())
+    return len(dumps(session.cassette))
+
+
+def test_cassette_size_grows_linearly_with_conversation_length() -> None:
+    fifty, hundred = _chat(50), _chat(100)
+    assert hundred <= 2.2 * fifty, (fifty, hundred)
+
+
+def test_concurrent_scenarios_in_one_process_stay_separate() -> None:
+    async def one(word: str) -> Session:
+        session = Session()
+        with session_scope(session):
+            agent = Agent(FunctionModel(lambda m, i: text(word)))
+            for _ in range(3):
+                await agent.run(word)
+                await asyncio.sleep(0)
+        return session
+
+    async def both() -> list[Session]:
+        return list(await asyncio.gather(one("alpha"), one("beta")))
+
+    a, b = asyncio.run(both())
+    for session, word in ((a, "alpha"), (b, "beta")):
+        c = session.cassette
+        assert len(c.exchanges) == 3
+        assert all(c.messages[ex.response]["parts"][0]["content"] == word for ex in c.exchanges)
+
+
+def test_tool_calls_are_recorded_with_parameters() -> None:
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart("add", {"a": 1, "b": 2}, tool_call_id="c1")])
+        return text("3")
+
+    agent = Agent(FunctionModel(answer))
+
+    @agent.tool_plain
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    session = Session()
+    with session_scope(session):
+        asyncio.run(agent.run("add"))
+    c = session.cassette
+    params = c.blob(c.exchanges[0].parameters)
+    assert [t["name"] for t in params["function_tools"]] == ["add"]
+    assert len(c.exchanges) == 2 and len(c.exchanges[1].messages) == 3
