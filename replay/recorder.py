@@ -11,6 +11,8 @@ or serves the call. Patching is reference-counted and undone when the last sessi
 from __future__ import annotations
 
 import asyncio
+import os
+import traceback
 import contextvars
 import datetime as _dt
 import functools
@@ -626,6 +628,8 @@ async def execute_async(scenario: Scenario, session: Session, mode: Mode = "reco
             output = await scenario.func(run)
             cassette.outcome = Outcome(status="ok", output=jsonable(output))
         except Exception as exc:
+            if os.environ.get("REPLAY_DEBUG"):
+                traceback.print_exc()
             cassette.outcome = Outcome(status="error", error=error_info(exc))
     cassette.observations = [ObservationRecord(name=o.name, value=o.value) for o in run.observations]
     cassette.expectations = dict(run.expectations)

@@ -84,6 +84,13 @@ def _rebuild_error(info: ErrorInfo) -> BaseException:
             return cls(info.message)
         except Exception:
             pass
+        try:  # constructors with more arguments: what handlers match on is the class
+            error = cls.__new__(cls)
+            Exception.__init__(error, info.message)
+            error.message = info.message  # type: ignore[attr-defined]
+            return error
+        except Exception:
+            pass
     return ReplayedModelError(f"{info.type}: {info.message}")
 
 
@@ -160,7 +167,8 @@ async def _served_stream(source: CassetteSource, rec: Exchange, call: Call) -> A
     response = source._response(rec)
     params = call.args[2] if len(call.args) > 2 else call.kwargs.get("model_request_parameters")
     if rec.events is not None:
-        events = adapters()[1].validate_python(rec.events) if rec.events else []
+        event_adapter = adapters()[1]
+        events = [event_adapter.validate_python(e) for e in rec.events]
     else:
         events = _synthesize_events(response)
     yield _make_stream(params, response, events)
@@ -198,7 +206,10 @@ def _stream_class(base: type) -> type:
             _replay_events: list[Any]
 
             async def _get_event_iterator(self) -> AsyncIterator[Any]:
+                # Live streams build their parts while producing events; a replayed one must too.
+                manager = self._parts_manager
                 for event in self._replay_events:
+                    _apply(manager, event)
                     yield event
 
             @property
@@ -219,6 +230,20 @@ def _stream_class(base: type) -> type:
 
         cls = _STREAM_CLASSES[base] = ReplayStreamedResponse
     return cls
+
+
+def _apply(manager: Any, event: Any) -> None:
+    apply_event = getattr(manager, "apply_event", None)
+    if apply_event is not None:
+        apply_event(event)
+        return
+    from pydantic_ai.messages import PartDeltaEvent, PartStartEvent
+
+    if isinstance(event, PartStartEvent):
+        manager.handle_part(vendor_part_id=event.index, part=event.part)
+    elif isinstance(event, PartDeltaEvent):
+        part = manager.get_part_by_vendor_id(event.index)
+        manager.handle_part(vendor_part_id=event.index, part=event.delta.apply(part))
 
 
 @contextmanager

@@ -1,0 +1,350 @@
+"""Isolated, cached environments, one per harness version, for ``replay matrix``.
+
+Each environment holds this tool (installed from its own source) and one harness
+version with the slim that harness pins, so versions never share site-packages.
+They live under ``.replay/envs/<label>-<key>``: the key hashes the version spec, the
+Python version and this tool's source, so editing the tool or switching Python builds
+a fresh one while a plain re-run reuses it. A stamp file written last marks an env as
+complete; a directory without it (an install killed half-way) is rebuilt.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from .errors import ReplayUsageError
+
+HARNESS = "pydantic-ai-harness"
+SLIM = "pydantic-ai-slim"
+STAMP = ".replay-env.json"
+LAYOUT = 1
+"""Bumped when the env layout or stamp format changes, so old caches are not trusted."""
+
+SpecKind = Literal["release", "wheel", "source"]
+EnvStatus = Literal["created", "reused", "error", "skipped"]
+
+_RELEASE = re.compile(r"^\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?(\.dev\d+)?$")
+_SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", "build", "dist", ".tox", ".replay"}
+
+
+@dataclass(frozen=True)
+class VersionSpec:
+    """One column of the matrix: what the user typed and what gets installed for it."""
+
+    spec: str
+    kind: SpecKind
+    requirement: str
+    label: str
+    """Directory-safe name used for the env and the result cassettes (``.replay/matrix/<label>``)."""
+
+
+def parse_versions(values: Iterable[str]) -> list[VersionSpec]:
+    """Expand ``--harness`` values (releases, comma lists, wheel or checkout paths), keeping order.
+
+    Ranges like ``0.60.0..0.62.0`` are refused: expanding them needs the registry's list of
+    releases, and a silently-guessed list is worse than asking for an explicit one.
+    """
+    out: list[VersionSpec] = []
+    seen: set[str] = set()
+    for value in values:
+        for raw in value.split(","):
+            item = raw.strip()
+            if not item or item in seen:
+                continue
+            seen.add(item)
+            out.append(_parse_one(item))
+    if not out:
+        raise ReplayUsageError("--harness: give at least one version")
+    labels = [v.label for v in out]
+    dupes = {x for x in labels if labels.count(x) > 1}
+    if dupes:
+        raise ReplayUsageError(f"--harness: two specs map to the same name {sorted(dupes)[0]!r}")
+    return out
+
+
+def _parse_one(item: str) -> VersionSpec:
+    if ".." in item and not ("/" in item or item.startswith(".")):
+        raise ReplayUsageError(f"--harness {item}: ranges are not supported; list versions with commas (e.g. 0.60.0,0.61.0)")
+    version = item.removeprefix("v") if _RELEASE.match(item.removeprefix("v")) else None
+    if version is not None and not Path(item).exists():
+        return VersionSpec(item, "release", f"{HARNESS}=={version}", version)
+    path = Path(item).expanduser()
+    if path.is_file() and path.suffix == ".whl":
+        return VersionSpec(item, "wheel", str(path.resolve()), _safe(path.name.removesuffix(".whl")))
+    if path.is_dir() and ((path / "pyproject.toml").is_file() or (path / "setup.py").is_file()):
+        return VersionSpec(item, "source", str(path.resolve()), _safe(f"src-{path.resolve().name}"))
+    if path.exists():
+        raise ReplayUsageError(f"--harness {item}: not a wheel (.whl) or a source checkout with pyproject.toml")
+    if "/" in item or item.endswith(".whl"):
+        raise ReplayUsageError(f"--harness {item}: no such file or directory")
+    raise ReplayUsageError(f"--harness {item}: not a release number (e.g. 0.62.0), a wheel or a source checkout")
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._+-]", "_", name)[:80]
+
+
+# --------------------------------------------------------------------------- cache keys
+
+
+def _hash_files(h: Any, root: Path, files: Iterable[Path]) -> None:
+    for f in sorted(files, key=lambda p: p.relative_to(root).as_posix()):
+        h.update(f.relative_to(root).as_posix().encode() + b"\0")
+        h.update(hashlib.sha256(f.read_bytes()).digest())
+
+
+def tool_root() -> Path:
+    """This tool's source checkout (where its pyproject.toml is)."""
+    return Path(__file__).resolve().parent.parent
+
+
+def tool_source_hash(root: Path | None = None) -> str:
+    """Hash of ``replay/**/*.py`` and ``pyproject.toml``: what ends up installed in each env."""
+    root = root or tool_root()
+    h = hashlib.sha256()
+    files = [p for p in (root / "replay").rglob("*.py") if "__pycache__" not in p.parts]
+    if (root / "pyproject.toml").is_file():
+        files.append(root / "pyproject.toml")
+    _hash_files(h, root, files)
+    return h.hexdigest()
+
+
+def _source_tree_files(root: Path) -> Iterator[Path]:
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.endswith(".egg-info"))
+        for name in filenames:
+            if name.endswith((".py", ".toml", ".cfg", ".pyi", ".typed")):
+                yield Path(dirpath) / name
+
+
+def spec_fingerprint(spec: VersionSpec) -> str:
+    """What identifies the installed harness: the version, or the bytes of a local wheel or checkout."""
+    if spec.kind == "release":
+        return spec.requirement
+    h = hashlib.sha256()
+    path = Path(spec.requirement)
+    if spec.kind == "wheel":
+        h.update(path.read_bytes())
+    else:
+        _hash_files(h, path, _source_tree_files(path))
+    return f"{spec.kind}:{h.hexdigest()}"
+
+
+def python_tag() -> str:
+    impl = sys.implementation.name
+    return f"{impl}-{'.'.join(map(str, sys.version_info[:3]))}"
+
+
+def env_key(spec: VersionSpec, tool_hash: str, python: str | None = None) -> str:
+    """Stable key for one env: same spec, Python and tool source give the same key."""
+    payload = json.dumps(
+        {"layout": LAYOUT, "harness": spec_fingerprint(spec), "python": python or python_tag(), "tool": tool_hash},
+        sort_keys=True,
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def env_cache_dir(option: Path | None = None) -> Path:
+    """``--env-dir``, else ``$REPLAY_ENV_DIR``, else ``.replay/envs`` in the project."""
+    if option is not None:
+        return option
+    return Path(os.environ.get("REPLAY_ENV_DIR") or ".replay/envs")
+
+
+# --------------------------------------------------------------------------- installers
+
+
+@dataclass(frozen=True)
+class Installer:
+    """How envs are made: ``uv`` (about a second each) or the slower ``venv`` + pip fallback."""
+
+    name: Literal["uv", "pip"]
+    uv: tuple[str, ...] = ()
+
+
+def find_installer() -> Installer:
+    """uv from PATH, else ``python -m uv``, else venv + pip."""
+    exe = shutil.which("uv")
+    if exe:
+        return Installer("uv", (exe,))
+    if importlib.util.find_spec("uv") is not None:
+        return Installer("uv", (sys.executable, "-m", "uv"))
+    return Installer("pip")
+
+
+def fallback_notice(installer: Installer) -> str | None:
+    if installer.name == "pip":
+        return "replay: uv not found; building environments with python -m venv + pip (slower; pip install uv to speed up)"
+    return None
+
+
+@dataclass
+class EnvInfo:
+    """One env as the matrix reports it (also the stamp's content)."""
+
+    spec: str
+    label: str
+    kind: SpecKind
+    key: str
+    path: str
+    status: EnvStatus
+    error: str | None = None
+    installer: str = ""
+    harness: str | None = None
+    slim: str | None = None
+    python: str | None = None
+    freeze: list[str] = field(default_factory=list)
+    setup_seconds: float = 0.0
+
+    @property
+    def reused(self) -> bool:
+        return self.status == "reused"
+
+    @property
+    def python_exe(self) -> Path:
+        return env_python(Path(self.path))
+
+    def as_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["reused"] = self.reused
+        return out
+
+
+def env_python(path: Path) -> Path:
+    return path / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+
+
+def one_line(text: str, limit: int = 240) -> str:
+    """The most telling line of an installer's or command's stderr, for a table cell."""
+    lines = []
+    for raw in text.splitlines():
+        line = re.sub(r"^[\s×╰─▶│]+", "", raw).strip()
+        if not line or line.startswith(("Using Python", "hint:", "help:", "Resolved ", "Prepared ", "Installed ")):
+            continue
+        line = re.sub(r"^(error|cause|ERROR):\s*", "", line)
+        if line:
+            lines.append(line)
+    if not lines:
+        return "failed (no message)"
+    because = next((ln for ln in lines if ln.startswith("Because ")), None)
+    text = because or ": ".join(lines[:2])
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _run(cmd: list[str], timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, NO_COLOR="1", UV_NO_PROGRESS="1", PIP_NO_INPUT="1")
+    env.pop("VIRTUAL_ENV", None)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+
+
+def _tool_requirement(root: Path) -> str:
+    """Install this tool from source when run from a checkout, else the same release."""
+    if (root / "pyproject.toml").is_file():
+        return str(root)
+    from . import __version__
+
+    return f"harness-replay=={__version__}"
+
+
+class _InstallError(Exception):
+    pass
+
+
+def _check(proc: subprocess.CompletedProcess[str], what: str) -> None:
+    if proc.returncode != 0:
+        raise _InstallError(f"{what}: {one_line(proc.stderr or proc.stdout)}")
+
+
+_PROBE = (
+    "import importlib.metadata as m, json, platform\n"
+    "def v(n):\n"
+    "    try: return m.version(n)\n"
+    "    except m.PackageNotFoundError: return None\n"
+    f"print(json.dumps({{'harness': v({HARNESS!r}), 'slim': v({SLIM!r}), 'python': platform.python_version()}}))\n"
+)
+
+
+def _build(info: EnvInfo, spec: VersionSpec, installer: Installer, root: Path) -> None:
+    path = Path(info.path)
+    py = env_python(path)
+    reqs = [_tool_requirement(root), spec.requirement]
+    if installer.name == "uv":
+        _check(_run([*installer.uv, "venv", "-q", "--python", sys.executable, str(path)]), "uv venv")
+        _check(_run([*installer.uv, "pip", "install", "-q", "--python", str(py), *reqs]), "install")
+        freeze = _run([*installer.uv, "pip", "freeze", "--python", str(py)])
+    else:
+        _check(_run([sys.executable, "-m", "venv", str(path)]), "venv")
+        _check(_run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", *reqs]), "install")
+        freeze = _run([str(py), "-m", "pip", "freeze", "--disable-pip-version-check"])
+    info.freeze = [ln for ln in freeze.stdout.splitlines() if ln.strip()]
+    probe = _run([str(py), "-c", _PROBE])
+    _check(probe, "probe")
+    versions = json.loads(probe.stdout)
+    info.harness, info.slim, info.python = versions["harness"], versions["slim"], versions["python"]
+    if not info.harness:
+        raise _InstallError(f"{spec.spec}: installed, but {HARNESS} is not in the environment")
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Serialise builders of one env (two matrix runs sharing a cache must not interleave)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".lock"), "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def ensure_env(spec: VersionSpec, cache: Path, installer: Installer, tool_hash: str, root: Path | None = None) -> EnvInfo:
+    """Return a ready env for ``spec``, reusing a stamped one; failures come back as ``status='error'``."""
+    root = root or tool_root()
+    started = time.perf_counter()
+    try:
+        key = env_key(spec, tool_hash)
+    except OSError as exc:
+        return EnvInfo(spec.spec, spec.label, spec.kind, "", "", "error", error=f"{spec.spec}: {exc}")
+    path = (cache / f"{spec.label}-{key}").resolve()
+    info = EnvInfo(spec.spec, spec.label, spec.kind, key, str(path), "created", installer=installer.name)
+    with _locked(path):
+        stamp = path / STAMP
+        if stamp.is_file() and env_python(path).exists():
+            try:
+                data = json.loads(stamp.read_text(encoding="utf-8"))
+                reused = EnvInfo(**{**data, "status": "reused", "setup_seconds": 0.0})
+                reused.setup_seconds = round(time.perf_counter() - started, 3)
+                return reused
+            except (ValueError, TypeError):
+                pass  # unreadable stamp: rebuild
+        shutil.rmtree(path, ignore_errors=True)
+        try:
+            _build(info, spec, installer, root)
+        except _InstallError as exc:
+            shutil.rmtree(path, ignore_errors=True)
+            info.status, info.error = "error", str(exc)
+        except (OSError, subprocess.SubprocessError, ValueError) as exc:
+            shutil.rmtree(path, ignore_errors=True)
+            info.status, info.error = "error", f"{spec.spec}: {one_line(str(exc))}"
+        info.setup_seconds = round(time.perf_counter() - started, 3)
+        if info.status == "created":
+            tmp = stamp.with_suffix(".tmp")
+            data = asdict(info)
+            tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
+            os.replace(tmp, stamp)
+    return info

@@ -1,0 +1,147 @@
+"""Replayer: responses served per role in order, exhaustion policies, no model or network touched."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai_harness.compaction import SummarizingCompaction
+
+from replay.recorder import execute, record
+from replay.replayer import replay
+from replay.scenario import Run, Scenario
+
+
+def text(s: str) -> ModelResponse:
+    return ModelResponse(parts=[TextPart(s)])
+
+
+def make(func: Any, sid: str = "unit/replayer") -> Scenario:
+    return Scenario(id=sid, func=func, path=None, doc="", source_hash="0")
+
+
+CALLS: list[str] = []
+
+
+def responders(extra_turns: int = 0) -> Any:
+    async def scenario(run: Run) -> str:
+        def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            CALLS.append("main")
+            return text(f"ready {len(messages)}")
+
+        def summarize(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            CALLS.append("summ")
+            return text("a summary")
+
+        agent = Agent(
+            FunctionModel(answer),
+            capabilities=[SummarizingCompaction(model=FunctionModel(summarize), max_messages=4, keep_messages=2)],
+        )
+        hist: list[ModelMessage] = [
+            m for n in range(3) for m in (ModelRequest(parts=[UserPromptPart(f"t{n}")]), text(f"n{n}"))
+        ]
+        for turn in range(2 + extra_turns):
+            result = await agent.run(f"turn {turn}", message_history=hist)
+            hist = result.all_messages()
+        run.observe("length", len(hist))
+        return result.output
+
+    return scenario
+
+
+def test_replay_serves_recorded_responses_without_calling_models() -> None:
+    sc = make(responders())
+    recorded = record(sc)
+    CALLS.clear()
+    result = replay(sc, recorded)
+    assert CALLS == []
+    assert result.divergences == []
+    assert result.result.outcome == recorded.outcome
+    assert [(e.role, e.index) for e in result.result.exchanges] == [(e.role, e.index) for e in recorded.exchanges]
+
+
+def test_exhausted_fail_stops_the_run_and_names_the_role() -> None:
+    recorded = record(make(responders()))
+    longer = make(responders(extra_turns=1))
+    result = replay(longer, recorded, "fail")
+    assert result.result.outcome.status == "error"
+    exhausted = [d for d in result.divergences if d.kind == "exhausted"]
+    assert exhausted and exhausted[0].role in {"main", "summarizing_compaction"}
+    assert "cassette holds" in exhausted[0].detail
+
+
+def test_exhausted_repeat_serves_the_last_response_again() -> None:
+    recorded = record(make(responders()))
+    result = replay(make(responders(extra_turns=1)), recorded, "repeat")
+    assert result.result.outcome.status == "ok"
+    assert any(d.kind == "exhausted" and "repeated" in d.detail for d in result.divergences)
+
+
+def test_exhausted_fake_calls_the_scenarios_own_model() -> None:
+    recorded = record(make(responders()))
+    CALLS.clear()
+    result = replay(make(responders(extra_turns=1)), recorded, "fake")
+    assert result.result.outcome.status == "ok"
+    assert CALLS  # the fake responders answered what the cassette could not
+
+
+def test_fewer_requests_than_recorded_is_reported() -> None:
+    recorded = record(make(responders(extra_turns=1)))
+    result = replay(make(responders()), recorded)
+    unused = [d for d in result.divergences if d.kind == "unused"]
+    assert unused and "never made" in unused[0].detail
+
+
+def test_streams_replay_as_streams() -> None:
+    async def streaming(run: Run) -> str:
+        async def stream(messages: list[ModelMessage], info: AgentInfo) -> Any:
+            for word in ("the ", "sum ", "is 5"):
+                yield word
+
+        agent = Agent(FunctionModel(lambda m, i: text("x"), stream_function=stream))
+        async with agent.run_stream("sum?") as r:
+            chunks = [c async for c in r.stream_text(delta=True, debounce_by=None)]
+        run.observe("chunks", chunks)
+        return "".join(chunks)
+
+    sc = make(streaming, "unit/stream")
+    recorded = record(sc)
+    result = replay(sc, recorded)
+    assert result.result.observations == recorded.observations
+    assert recorded.observations[0].value == ["the ", "sum ", "is 5"]
+    assert result.result.exchanges[0].kind == "request_stream"
+
+
+def test_provider_model_replays_without_key_or_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cassette for 'openai:gpt-4o' is built by hand here; the replay must not need a key or a socket."""
+    from replay.cassette import CassetteBuilder, Exchange, Header
+    from replay.recorder import dump_messages
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+
+    async def provider(run: Run) -> str:
+        agent = Agent("openai:gpt-4o")
+        return (await agent.run("hello")).output
+
+    b = CassetteBuilder(Header(scenario_id="unit/provider"))
+    resp = b.message(dump_messages([ModelResponse(parts=[TextPart("hi from the cassette")], model_name="gpt-4o")])[0])
+    b.cassette.exchanges.append(Exchange(seq=0, role="main", index=0, kind="request", response=resp))
+    result = replay(make(provider, "unit/provider"), b.cassette, allow_loopback=False)
+    assert result.result.outcome.output == "hi from the cassette"
+    assert not [d for d in result.divergences if d.kind == "network"]
+    import os
+
+    assert "OPENAI_API_KEY" not in os.environ
+
+
+def test_replay_is_stable_in_process() -> None:
+    sc = make(responders())
+    recorded = record(sc)
+    from replay.differ import diff
+
+    for _ in range(3):
+        assert not diff(recorded, replay(sc, recorded).result).changed
