@@ -81,7 +81,10 @@ def replay_scenario(
 
 def compare_files(a: Path, b: Path, rules: Rules = Rules()) -> ScenarioReport:
     ca, cb = load(a), load(b)
-    d = diff(ca, cb, rules, a_label=a.name, b_label=b.name)
+    la, lb = str(a), str(b)
+    if ca.header.harness_version != cb.header.harness_version:
+        la, lb = f"harness {ca.header.harness_version}", f"harness {cb.header.harness_version}"
+    d = diff(ca, cb, rules, a_label=la, b_label=lb)
     d.new_violations = invariants.new_violations(ca, cb)
     sid = ca.header.scenario_id or cb.header.scenario_id or f"{a} vs {b}"
     return ScenarioReport(sid, "changed" if d.changed else "same", diff=d, cassette=str(a), result=str(b))

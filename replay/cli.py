@@ -217,10 +217,71 @@ def ls_cmd(directory: Annotated[Path | None, typer.Argument(help="Cassette direc
         typer.echo(f"{path}  {h.scenario_id}  harness {h.harness_version}  [{roles}]  {c.outcome.status}")
 
 
+# --------------------------------------------------------------------------- matrix (issue 5)
+
+
+def _matrix_targets(targets: list[str] | None, config: Config) -> dict[str, str]:
+    """Scenario id → what to pass ``replay run`` in each env: the id, or the file outside scenarios/."""
+    home = config.scenarios.resolve()
+    found = _discover(targets, config)
+    return {sc.id: sc.id if sc.path is None or sc.path.resolve().is_relative_to(home) else str(sc.path) for sc in found}
+
+
+@app.command()
+def matrix(
+    harness: Annotated[
+        list[str],
+        typer.Option(
+            "--harness", help="Harness version: a release (0.54.0), a comma list, or a wheel / source checkout path (repeatable)."
+        ),
+    ],
+    targets: Targets = None,
+    cassettes: CassettesOpt = None,
+    fmt: FormatOpt = Fmt.text,
+    jobs: Annotated[int | None, typer.Option("--jobs", "-j", min=1, help="Parallel installs/replays (default: cores).")] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Result cassettes go to OUT/<version>/ (default: .replay/matrix).")
+    ] = None,
+    shard: Annotated[str | None, typer.Option("--shard", help="Run only slice K of N of the cells (e.g. 2/4).")] = None,
+    env_dir: Annotated[
+        Path | None,
+        typer.Option("--env-dir", envvar="REPLAY_ENV_DIR", help="Environment cache (default: .replay/envs)."),
+    ] = None,
+    ignore: IgnoreOpt = None,
+) -> None:
+    """Replay the cassettes on several harness versions, each in its own cached environment."""
+    from . import _envs
+    from . import matrix as mx
+
+    versions = _envs.parse_versions(harness)
+    shard_k_n = mx.parse_shard(shard)
+    config = _config()
+    ids = _matrix_targets(targets, config)
+    extra = tuple(arg for rule in ignore or () for arg in ("--ignore", rule))
+    opts = mx.RunOptions(cassettes=cassettes, out=out or Path(".replay/matrix"), extra_args=extra, cwd=Path.cwd())
+    result = mx.run_matrix(ids, versions, opts=opts, jobs=jobs, shard=shard_k_n, env_dir=env_dir)
+    mx.emit(result, fmt.value)
+    raise typer.Exit(mx.exit_code(result))
+
+
+@app.command()
+def merge(
+    results: Annotated[list[Path], typer.Argument(help="JSON results of `replay matrix --shard K/N --format json`.")],
+    fmt: FormatOpt = Fmt.text,
+) -> None:
+    """Combine the JSON results of matrix shards into one table and one exit code."""
+    from . import matrix as mx
+
+    merged = mx.merge_results(mx.load_results(results))
+    mx.emit(merged, fmt.value)
+    raise typer.Exit(mx.exit_code(merged))
+
+
 def main() -> None:
     """Entry point: user-facing errors become one line and exit code 2."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else 0)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except ReplayError as exc:

@@ -131,7 +131,7 @@ def message_label(message: dict[str, Any]) -> str:
             texts.append(content.strip())
         elif part.get("tool_name"):
             texts.append(f"{part.get('part_kind', 'part')}:{part['tool_name']}")
-    text = " ".join(texts) or message.get("kind", "message")
+    text = " ".join(" ".join(texts).split()) or message.get("kind", "message")
     return text if len(text) <= 40 else text[:37] + "..."
 
 

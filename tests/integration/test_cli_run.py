@@ -1,0 +1,84 @@
+"""`replay run`: replay on the installed harness, diff, exit codes and output formats."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+
+def test_same_scenario_replays_clean(cli, write_scenario, project: Path) -> None:
+    write_scenario()
+    cli("record")
+    r = cli("run")
+    assert r.code == 0, r.out + r.err
+    assert "1 same" in r.out
+    assert (project / ".replay" / "results" / "simple" / "compact.cassette").exists()
+
+
+def test_changed_parameter_exits_1_and_names_role_request_and_path(cli, write_scenario, project: Path) -> None:
+    write_scenario(keep=2)
+    cli("record")
+    write_scenario(keep=3)
+    r = cli("run", "--format", "json")
+    assert r.code == 1
+    doc = json.loads(r.out)
+    cell = doc["scenarios"]["simple/compact"]
+    assert doc["changed"] is True and cell["status"] == "changed"
+    assert set(cell["roles"]) >= {"main", "summarizing_compaction"}
+    paths = [c["path"] for req in cell["requests"] for c in req["changes"]]
+    assert any(p.startswith(("main[", "summarizing_compaction[")) and ".messages[" in p for p in paths), paths
+    text = cli("run").out
+    assert "CHANGED" in text and "summarizing_compaction[" in text or "main[" in text
+
+
+def test_missing_cassette_is_an_error_cell(cli, write_scenario, project: Path) -> None:
+    write_scenario()
+    r = cli("run")
+    assert r.code == 1 and "no cassette" in r.out and "replay record" in r.out
+
+
+@pytest.mark.parametrize("policy", ["fail", "repeat", "fake"])
+def test_on_exhausted_policies(cli, write_scenario, project: Path, policy: str) -> None:
+    path = write_scenario()
+    cli("record")
+    path.write_text(path.read_text().replace("range(4)", "range(5)"))
+    r = cli("run", "--on-exhausted", policy, "--format", "json")
+    cell = json.loads(r.out)["scenarios"]["simple/compact"]
+    assert r.code == 1
+    assert any("cassette holds" in n for n in cell["notes"]), cell["notes"]
+    if policy == "fail":
+        assert cell["outcome"][1]["status"] == "error"
+    else:
+        assert cell["outcome"] is None or cell["outcome"][1]["status"] == "ok"
+
+
+def test_junit_and_markdown(cli, write_scenario, project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_scenario()
+    cli("record")
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    junit = cli("run", "--format", "junit").out
+    assert '<testcase classname="simple" name="compact">' in junit and "<failure" not in junit
+    md = cli("run", "--format", "markdown").out
+    assert "| `simple/compact` | ✅ same |" in md
+    assert "simple/compact" in summary.read_text()
+
+
+def test_bundled_scenarios_replay_clean_in_fresh_processes_three_times() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    for _ in range(3):
+        proc = subprocess.run(
+            [sys.executable, "-m", "replay", "run", "--format", "json", "--out", str(ROOT / ".replay" / "test-results")],
+            cwd=ROOT, capture_output=True, text=True, env=env, timeout=300,
+        )
+        doc = json.loads(proc.stdout)
+        assert proc.returncode == 0, {k: v for k, v in doc["scenarios"].items() if v["status"] != "same"}
+        assert doc["summary"]["changed"] == 0 and doc["summary"]["error"] == 0
+        assert len(doc["scenarios"]) >= 20

@@ -1,0 +1,39 @@
+"""`replay show` and `replay ls`: readable and machine views of a cassette."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import ROOT
+
+LONG = ROOT / "cassettes" / "seed000" / "long.cassette"
+
+
+def test_show_json_has_the_documented_shape(cli) -> None:
+    doc = json.loads(cli("show", LONG, "--format", "json").out)
+    assert {"header", "requests", "outcome", "observations"} <= set(doc)
+    req = doc["requests"][0]
+    assert {"role", "kind", "messages", "response"} <= set(req)
+    assert isinstance(req["messages"], list) and req["messages"][0]["kind"] == "request"
+
+
+def test_normalized_view_drops_volatile_fields(cli) -> None:
+    raw = cli("show", LONG).out
+    norm = cli("show", LONG, "--normalized").out
+    assert "timestamp" in raw and "timestamp" not in norm
+    assert "== main[0] request" in norm
+    doc = json.loads(cli("show", LONG, "--normalized", "--format", "json").out)
+    assert "main" in doc["requests"]
+
+
+def test_ls_lists_cassettes(cli) -> None:
+    out = cli("ls", ROOT / "cassettes").out
+    assert "seed000/long" in out and "harness 0.62.0" in out
+
+
+def test_show_bad_file_exit_2(cli, tmp_path: Path) -> None:
+    p = tmp_path / "empty.cassette"
+    p.write_bytes(b"")
+    r = cli("show", p)
+    assert r.code == 2 and "empty file" in r.err
