@@ -1,0 +1,37 @@
+"""Writes the v1 conformance fixtures from the format description alone (plain msgpack, no replay code).
+
+Run once when the format version changes; the files are committed and the tests read them.
+"""
+
+from pathlib import Path
+
+import msgpack
+
+MAGIC = b"\xc1replay\n"
+HERE = Path(__file__).parent
+
+minimal = {
+    "format": "harness-replay",
+    "version": 1,
+    "header": {"format_version": 1, "scenario_id": "conformance/minimal", "mode": "record", "roles": {"main": "x"}},
+    "messages": [
+        {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "hello"}]},
+        {"kind": "response", "parts": [{"part_kind": "text", "content": "hi"}]},
+        {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "again"}]},
+        {"kind": "response", "parts": [{"part_kind": "text", "content": "hi again"}]},
+    ],
+    "blobs": [{"function_tools": []}],
+    "exchanges": [
+        {"seq": 0, "role": "main", "index": 0, "kind": "request", "messages": [0, 1], "parameters": 0, "response": 1},
+        {"seq": 1, "role": "main", "index": 1, "kind": "request", "messages": [0, 3], "parameters": 0, "response": 3},
+    ],
+    "runs": [{"role": "main", "prompt": "again", "history": [0, 2], "result": [0, 4]}],
+    "outcome": {"status": "ok", "output": "hi again"},
+    "observations": [{"name": "turns", "value": 2}],
+    "expectations": {"turns": 2},
+}
+
+if __name__ == "__main__":
+    (HERE / "v1-minimal.cassette").write_bytes(MAGIC + msgpack.packb(minimal, use_bin_type=True))
+    future = dict(minimal, version=2)
+    (HERE / "v2-future.cassette").write_bytes(MAGIC + msgpack.packb(future, use_bin_type=True))

@@ -1,0 +1,39 @@
+"""Pins cassette format v1 independently of the code: fixtures made from the description with plain msgpack."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgpack
+import pytest
+
+from replay.cassette import MAGIC, dumps, load
+from replay.errors import CassetteError
+
+HERE = Path(__file__).parent
+
+
+def test_v1_fixture_loads_with_runs_expanded() -> None:
+    c = load(HERE / "v1-minimal.cassette")
+    assert c.header.scenario_id == "conformance/minimal"
+    assert [ex.messages for ex in c.exchanges] == [[0], [0, 1, 2]]
+    assert c.expand(c.exchanges[1].messages)[2]["parts"][0]["content"] == "again"
+    assert c.messages[c.exchanges[1].response]["parts"][0]["content"] == "hi again"
+    assert c.runs[0].history == [0, 1] and c.runs[0].result == [0, 1, 2, 3]
+    assert c.outcome.output == "hi again" and c.expectations == {"turns": 2}
+
+
+def test_writer_emits_the_same_wire_structure() -> None:
+    data = (HERE / "v1-minimal.cassette").read_bytes()
+    original = msgpack.unpackb(data[len(MAGIC):])
+    rewritten = msgpack.unpackb(dumps(load(HERE / "v1-minimal.cassette"))[len(MAGIC):])
+    assert rewritten["format"] == "harness-replay" and rewritten["version"] == 1
+    for key in ("messages", "blobs", "observations", "expectations"):
+        assert rewritten[key] == original[key]
+    for ex_new, ex_old in zip(rewritten["exchanges"], original["exchanges"]):
+        assert {k: ex_new[k] for k in ex_old} == ex_old
+
+
+def test_future_format_is_refused_with_upgrade_hint() -> None:
+    with pytest.raises(CassetteError, match="format 2.*upgrade"):
+        load(HERE / "v2-future.cassette")
