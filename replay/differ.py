@@ -196,13 +196,17 @@ def diff(
             rd.messages_a = len(qa.body.get("messages", [])) if qa else None
             rd.messages_b = len(qb.body.get("messages", [])) if qb else None
             if qa and qb:
-                rd.changes = _changes(role, i, qa.body, qb.body)
+                rd.changes = [c for c in _changes(role, i, qa.body, qb.body) if not rules.ignores(c.path)]
+                if not rd.changes:
+                    continue
                 rd.lost, rd.gained = _lost(qa, qb)
             requests.append(rd)
     outcome = (na.outcome, nb.outcome) if na.outcome != nb.outcome else None
     observations = _changes("observations", 0, _obs(na), _obs(nb)) if _obs(na) != _obs(nb) else []
     observations = [
-        Change(c.path.replace("observations[0]", "observations", 1), c.kind, c.old, c.new) for c in observations
+        Change(c.path.replace("observations[0]", "observations", 1), c.kind, c.old, c.new)
+        for c in observations
+        if not rules.ignores(c.path.replace("observations[0]", "observations", 1))
     ]
     return Diff(
         scenario_id=na.scenario_id or nb.scenario_id,

@@ -54,10 +54,22 @@ class Rules:
     def of(cls, patterns: Iterable[str]) -> Rules:
         return cls(tuple(p for p in patterns if p))
 
-    def _split(self) -> tuple[frozenset[str], tuple[str, ...]]:
-        keys = frozenset(p for p in self.ignore if not any(c in p for c in ".[*?"))
-        paths = tuple(p for p in self.ignore if p not in keys)
-        return keys, paths
+    @property
+    def keys(self) -> frozenset[str]:
+        """Bare key names: dropped by the normaliser wherever they occur."""
+        return frozenset(p for p in self.ignore if not any(c in p for c in ".[*?"))
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """Path globs in the differ's notation, translated for fnmatch (``[*]`` = any index)."""
+        return tuple(p.replace("[*]", "[[]*[]]") for p in self.ignore if p not in self.keys)
+
+    def ignores(self, path: str) -> bool:
+        """Whether a change at ``path`` (or under an ignored path) is to be left out."""
+        return any(
+            fnmatch.fnmatchcase(path, p) or fnmatch.fnmatchcase(path, p + ".*") or fnmatch.fnmatchcase(path, p + "[[]*")
+            for p in self.paths
+        )
 
 
 @dataclass
@@ -97,27 +109,24 @@ class Normaliser:
 
     def __init__(self, rules: Rules = Rules()) -> None:
         self.rules = rules
-        self._ignore_keys, self._ignore_paths = rules._split()
+        self._ignore_keys = rules.keys
         self.aliases = Aliases()
 
-    def value(self, value: Any, path: str = "") -> Any:
+    def value(self, value: Any) -> Any:
         if isinstance(value, dict):
             out: dict[str, Any] = {}
             for key, item in value.items():
                 if key in VOLATILE_KEYS or key.endswith("created_at") or key in self._ignore_keys:
                     continue
-                sub = f"{path}.{key}" if path else key
-                if self._ignore_paths and any(fnmatch.fnmatchcase(sub, p) for p in self._ignore_paths):
-                    continue
                 if key in _ID_KEYS and isinstance(item, str) and _GENERATED_ID.match(item):
                     out[key] = self.aliases.tool_id(item)
                     continue
-                norm = self.value(item, sub)
+                norm = self.value(item)
                 if not _empty(norm):
                     out[key] = norm
             return out
         if isinstance(value, list):
-            return [self.value(item, f"{path}[{i}]") for i, item in enumerate(value)]
+            return [self.value(item) for item in value]
         if isinstance(value, str):
             return self.aliases.text(value)
         return value
@@ -171,7 +180,7 @@ def normalise(cassette: Cassette, rules: Rules = Rules()) -> NormalCassette:
     expanded history) keeps this linear in the cassette's size.
     """
     n = Normaliser(rules)
-    messages = [n.value(m, "messages") for m in cassette.messages]
+    messages = [n.value(m) for m in cassette.messages]
     message_digests = [digest(m) for m in messages]
     blobs = [n.value(b) for b in cassette.blobs]
     requests: dict[str, list[NormalRequest]] = {}

@@ -1,0 +1,48 @@
+"""Differ: identical requests skipped, changes named by role/request/path, semantic summary."""
+
+from __future__ import annotations
+
+from replay.cassette import Cassette, CassetteBuilder, Exchange, Header, Outcome
+from replay.differ import diff
+
+
+def cassette(contents: list[list[str]], output: str = "ok", harness: str = "0.62.0") -> Cassette:
+    b = CassetteBuilder(Header(scenario_id="unit/d", harness_version=harness, roles={"main": "scenarios.x"}))
+    for i, texts in enumerate(contents):
+        msgs = [{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": t}]} for t in texts]
+        resp = b.message({"kind": "response", "parts": [{"part_kind": "text", "content": "r"}]})
+        b.cassette.exchanges.append(
+            Exchange(seq=i, role="main", index=i, kind="request", messages=b.messages(msgs), response=resp,
+                     estimate=sum(len(t) for t in texts))
+        )
+    b.cassette.outcome = Outcome(status="ok", output=output)
+    return b.cassette
+
+
+def test_identical_is_unchanged() -> None:
+    d = diff(cassette([["U1"], ["U1", "U2"]]), cassette([["U1"], ["U1", "U2"]]))
+    assert not d.changed and d.requests == []
+
+
+def test_change_is_named_by_role_index_and_path() -> None:
+    d = diff(cassette([["U1"], ["U1", "U2"]]), cassette([["U1"], ["U1", "U9"]]))
+    assert d.changed
+    (req,) = d.requests
+    assert req.label == "main[1]"
+    assert [c.path for c in req.changes] == ["main[1].messages[1].parts[0].content"]
+    assert req.lost == ["U2"] and req.gained == ["U9"]
+
+
+def test_counts_estimates_and_outcome() -> None:
+    d = diff(cassette([["U1"]], output="a"), cassette([["U1"], ["U1", "U2"]], output="b"))
+    assert [(r.role, r.a, r.b) for r in d.roles] == [("main", 1, 2)]
+    assert [r.status for r in d.requests] == ["added"]
+    assert [(m.estimate_a, m.estimate_b) for m in d.main_requests] == [(2, 2), (None, 4)]
+    assert d.outcome is not None and d.outcome[0]["output"] == "a"
+
+
+def test_timestamps_do_not_count() -> None:
+    a, b = cassette([["U1"]]), cassette([["U1"]])
+    a.messages[0]["timestamp"] = "2026-01-01T00:00:00Z"
+    b.messages[0]["timestamp"] = "2027-01-01T00:00:00Z"
+    assert not diff(a, b).changed
