@@ -89,7 +89,8 @@ def run_checks(cassette: Cassette, only: Iterable[str] | None = None) -> list[Vi
         try:
             out.extend(_REGISTRY[name](cassette))
         except Exception as exc:  # one broken (user) check must not hide the others' findings
-            out.append(Violation(name, "check", None, f"check failed: {type(exc).__name__}: {exc}", {"error": str(exc)}))
+            problem = f"{type(exc).__name__}: {exc}"
+            out.append(Violation(name, "check", None, f"check failed: {problem}", {"error": problem}))
     return out
 
 
@@ -191,7 +192,7 @@ def _found(text: str, haystack: str) -> bool:
 
 def _user_roles(c: Cassette) -> set[str]:
     """Roles of agents the scenario built (not harness inner agents); ``main`` if the header says nothing."""
-    roles = {r for r, origin in c.header.roles.items() if not origin.startswith("pydantic_ai_harness") and r != "direct"}
+    roles = {r for r, mod in c.header.roles.items() if not mod.startswith("pydantic_ai_harness") and r != "direct"}
     return roles or {"main"}
 
 
@@ -209,40 +210,51 @@ def _is_main_request(ex: Exchange, user_roles: set[str]) -> bool:
 
 @dataclass
 class _View:
-    """One main request next to what it would have been: indices into the message table."""
+    """One main request next to what it would have been."""
 
     exchange: Exchange
     run: AgentRunRecord
-    source: list[int]
+    source: list[Message]
     """The run's starting history plus its own messages up to this request: what a compaction got."""
-    logical: list[int]
+    logical: list[Message]
     """The uncompacted conversation up to this request, following chained runs back to the first."""
 
 
-def _new_messages(c: Cassette, run: AgentRunRecord, norm: list[bytes]) -> list[int]:
-    """What the run added to the conversation: its prompt request and everything after it."""
+def _new_messages(c: Cassette, run: AgentRunRecord, norm: list[bytes]) -> list[Message]:
+    """What the run added to the conversation: its prompt request and everything after it.
+
+    A compaction can drop the prompt from the run's result too (harness 0.54 with
+    ``keep_user_messages=True``); then the prompt is rebuilt from ``run.prompt`` and the run's
+    own messages start at its first new response.
+    """
     result = run.result
-    if isinstance(run.prompt, str):
-        prompt = _ws(run.prompt)
+    prompt = _ws(_part_text({"content": run.prompt})) if run.prompt is not None else ""
+    if prompt:
         for i in range(len(result) - 1, -1, -1):
             m = c.messages[result[i]]
-            parts = m.get("parts", [])
             if m.get("kind") == "request" and any(
-                p.get("part_kind") == "user-prompt" and _ws(_part_text(p)) == prompt for p in parts
+                p.get("part_kind") == "user-prompt" and _ws(_part_text(p)) == prompt for p in m.get("parts", [])
             ):
-                return result[i:]
+                return c.expand(result[i:])
     before = {norm[i] for i in run.history}
-    return [i for i in result if norm[i] not in before]
+    first = next(
+        (k for k, i in enumerate(result) if c.messages[i].get("kind") == "response" and norm[i] not in before),
+        len(result),
+    )
+    rebuilt: list[Message] = []
+    if prompt:
+        rebuilt.append({"kind": "request", "parts": [{"part_kind": "user-prompt", "content": run.prompt}]})
+    return rebuilt + c.expand(result[first:])
 
 
-def _before_response(c: Cassette, new: list[int], ordinal: int) -> list[int]:
+def _before_response(new: list[Message], ordinal: int) -> list[Message]:
     """``new`` up to its ``ordinal``-th response: what the run had when it made that request.
 
     Counted by responses, since capabilities may add request messages of their own (reminders).
     """
     seen = -1
-    for pos, i in enumerate(new):
-        if c.messages[i].get("kind") == "response":
+    for pos, m in enumerate(new):
+        if m.get("kind") == "response":
             seen += 1
             if seen == ordinal:
                 return new[:pos]
@@ -262,25 +274,25 @@ def _views(c: Cassette) -> dict[str, list[_View]]:
     for ex in c.exchanges:
         if ex.run is not None and _is_main_request(ex, user_roles):
             by_run.setdefault(ex.run, []).append(ex)
-    logical_after: dict[int, list[int]] = {}
+    logical_after: dict[int, list[Message]] = {}
     views: dict[str, list[_View]] = {}
     for r, run in enumerate(c.runs):
         if run.role not in user_roles:
             continue
         history = [norm[i] for i in run.history]
-        base: list[int] | None = None
+        base: list[Message] | None = None
         for p in sorted(logical_after, reverse=True):
             prior = c.runs[p]
             if run.history and prior.role == run.role and [norm[i] for i in prior.result] == history:
                 base = logical_after[p]
                 break
-        before = list(run.history) if base is None else base
+        before = c.expand(run.history) if base is None else base
         new = _new_messages(c, run, norm)
         logical_after[r] = before + new
         ordinal = 0
         for ex in by_run.get(r, []):
-            upto = _before_response(c, new, ordinal)
-            views.setdefault(ex.role, []).append(_View(ex, run, list(run.history) + upto, before + upto))
+            upto = _before_response(new, ordinal)
+            views.setdefault(ex.role, []).append(_View(ex, run, c.expand(run.history) + upto, before + upto))
             if ex.error is None:
                 ordinal += 1
     for role_views in views.values():
@@ -320,12 +332,15 @@ def compaction_grew_request(c: Cassette) -> Iterator[Violation]:
     """A compacted main request larger than the uncompacted conversation it replaced.
 
     Compaction exists to shrink requests; harness 0.62 accepted summaries longer than the
-    history (seed 000: estimate 19 grew to 889). One violation per role lists every grown request.
+    history (seed 000: estimate 19 grew to 889). One violation per role lists every grown
+    request. Both sides are estimated by the installed harness, so the comparison is like
+    for like even on a cassette recorded by another version (on the same version the sent
+    side equals the recorded ``Exchange.estimate``).
     """
     for role, views in _views(c).items():
         grown: list[tuple[int, int, int]] = []
         for v in views:
-            sent, logical = c.expand(v.exchange.messages), c.expand(v.logical)
+            sent, logical = c.expand(v.exchange.messages), v.logical
             if not _compacted(logical, sent):
                 continue
             before = _estimate(logical)
@@ -361,10 +376,12 @@ def content_lost(c: Cassette) -> Iterator[Violation]:
         for v in views:
             window = _summarizer_calls(c, prev, v.exchange.seq)
             prev = v.exchange.seq
-            source, sent = c.expand(v.source), c.expand(v.exchange.messages)
+            source, sent = v.source, c.expand(v.exchange.messages)
             if not window or not _compacted(source, sent):
                 continue
-            summarizer = _ws(" ".join([_text(m) for e in window for m in c.expand(e.messages)] + [e.instructions or "" for e in window]))
+            summarizer = _ws(
+                " ".join([_text(m) for e in window for m in c.expand(e.messages)] + [e.instructions or "" for e in window])
+            )
             kept = _ws(" ".join(_text(m) for m in sent))
             lost = [
                 m
@@ -416,7 +433,7 @@ def empty_summary(c: Cassette) -> Iterator[Violation]:
         nxt = next((v for v in mains if v.exchange.seq > e.seq), None)
         if nxt is None:
             continue
-        source, sent = c.expand(nxt.source), c.expand(nxt.exchange.messages)
+        source, sent = nxt.source, c.expand(nxt.exchange.messages)
         summaries = [_part_text(p) for m in sent for p in m.get("parts", []) if p.get("part_kind") == "compaction"]
         other = [s for s in _summarizer_calls(c, e.seq, nxt.exchange.seq) if _summary_text(c, s).strip()]
         accepted = any(not s.strip() for s in summaries) or (
@@ -475,7 +492,9 @@ def dangling_tool_call(c: Cassette) -> Iterator[Violation]:
         found = _dangling(c.expand(ex.messages))
         if not found:
             continue
-        calls = [{"tool_name": p.get("tool_name"), "tool_call_id": p.get("tool_call_id"), "message": i} for i, p in found]
+        calls = [
+            {"tool_name": p.get("tool_name"), "tool_call_id": p.get("tool_call_id"), "message": i} for i, p in found
+        ]
         yield Violation(
             "dangling_tool_call",
             ex.role,
