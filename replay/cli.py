@@ -74,6 +74,22 @@ IgnoreOpt = Annotated[
 ]
 
 
+def _import_checks(config: Config) -> None:
+    """Import the modules named in ``[tool.replay] checks`` so their ``@register`` runs."""
+    import importlib
+
+    modules = config.extra.get("checks", [])
+    if not isinstance(modules, list) or not all(isinstance(m, str) for m in modules):
+        raise ReplayUsageError(f"{config.source}: [tool.replay] checks must be a list of module names")
+    if modules and str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:
+            raise ReplayUsageError(f"{config.source}: cannot import check module {name!r}: {exc}") from None
+
+
 def _exit_for(reports: list[ScenarioReport]) -> NoReturn:
     raise typer.Exit(1 if any(r.status != "same" for r in reports) else 0)
 
@@ -153,6 +169,7 @@ def check(
 ) -> None:
     """Check recordings for invariant violations (no second version needed)."""
     config = _config()
+    _import_checks(config)
     base = cassettes or config.cassettes
     paths: list[Path] = []
     for t in targets or [str(base)]:

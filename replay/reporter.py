@@ -166,11 +166,16 @@ def diff_lines(d: Diff, *, details: bool = True, max_changes: int = 12) -> list[
 _STYLE = {"same": "green", "changed": "yellow", "error": "red"}
 
 
+_CHECK_LABEL = {"same": "OK", "changed": "VIOLATED", "error": "ERROR"}
+
+
 def print_text(reports: Sequence[ScenarioReport], console: Console | None = None, *, details: bool = True) -> None:
     console = console or Console(highlight=False, soft_wrap=True)
+    checks_only = all(r.diff is None for r in reports)
     for r in reports:
         style = _STYLE[r.status]
-        console.print(f"[{style}]{r.status.upper():8}[/{style}] {rich_escape(r.scenario_id)}")
+        label = _CHECK_LABEL[r.status] if checks_only else r.status.upper()
+        console.print(f"[{style}]{label:8}[/{style}] {rich_escape(r.scenario_id)}")
         if r.error:
             console.print(f"         {rich_escape(r.error)}")
         if r.diff is not None and r.status != "same":
@@ -179,7 +184,10 @@ def print_text(reports: Sequence[ScenarioReport], console: Console | None = None
         for v in r.violations:
             console.print("         [red]violation[/red] " + rich_escape(v.describe()))
     c = summary_counts(reports)
-    console.print(f"{len(reports)} scenarios: {c['same']} same, {c['changed']} changed, {c['error']} error")
+    if checks_only:
+        console.print(f"{len(reports)} cassettes: {c['same']} ok, {c['changed']} with violations, {c['error']} error")
+    else:
+        console.print(f"{len(reports)} scenarios: {c['same']} same, {c['changed']} changed, {c['error']} error")
 
 
 # --------------------------------------------------------------------------- Markdown
