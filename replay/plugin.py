@@ -1,1 +1,159 @@
-"""pytest plugin: hooks and fixtures only (glue lives in replay._pytest)."""
+"""pytest plugin: hooks and fixtures only (glue lives in replay._pytest).
+
+Mark a test ``@pytest.mark.replay`` (or request the ``replay_cassette`` fixture) and the
+model traffic of its body goes to ``<test dir>/cassettes/<module>/<test>.cassette``: recorded
+the first time, replayed and compared afterwards. ``--replay-mode`` follows pytest-recording's
+``--record-mode`` (none, once, new, all, rewrite); the default is ``none`` when ``CI`` is set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from ._pytest import MODES, ON_EXHAUSTED, Mode, Tally, TestCassette, cassette_name, default_dir, default_mode, shown
+from .errors import ReplayError
+from .normaliser import Rules
+from .replayer import OnExhausted
+
+_TALLY = pytest.StashKey[Tally]()
+_ACTIVE = pytest.StashKey[TestCassette]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("replay", "harness-replay cassettes")
+    group.addoption(
+        "--replay-mode",
+        choices=MODES,
+        default=None,
+        help="none: replay only; once: record missing cassettes; new: append requests beyond the recording; "
+        "all: re-record; rewrite: delete and re-record. Default: none if CI is set, else once.",
+    )
+    group.addoption(
+        "--replay-unused",
+        choices=("warn", "fail"),
+        default="warn",
+        help="cassettes no collected test uses: warn (default) or fail the session.",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "replay(name=None, *, on_exhausted='fail'): record the test's model traffic into a cassette, replay and compare it",
+    )
+    mode = cast(Mode, config.getoption("replay_mode") or default_mode())
+    config.stash[_TALLY] = Tally(mode)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"harness-replay: --replay-mode={config.stash[_TALLY].mode}"
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    if isinstance(item, pytest.Function):
+        item.config.stash[_TALLY].expect(item.path, _name(item))
+
+
+@pytest.fixture
+def replay_cassette_dir(request: pytest.FixtureRequest) -> Path:
+    """Where this test's cassette lives; override it (per module or conftest) like ``vcr_cassette_dir``."""
+    return default_dir(request.node.path)
+
+
+@pytest.fixture
+def replay_cassette(request: pytest.FixtureRequest, replay_cassette_dir: Path) -> Generator[TestCassette, None, None]:
+    """The test's cassette; the body's model traffic is recorded or replayed around the test call."""
+    item = request.node
+    marker = item.get_closest_marker("replay")
+    options: dict[str, Any] = dict(marker.kwargs) if marker else {}
+    on_exhausted = options.pop("on_exhausted", "fail")
+    if options or on_exhausted not in ON_EXHAUSTED:
+        pytest.fail(f"@pytest.mark.replay: unknown options {sorted(options)} or on_exhausted={on_exhausted!r}", pytrace=False)
+    tally = item.config.stash[_TALLY]
+    path = replay_cassette_dir / f"{_name(item)}.cassette"
+    try:
+        test = TestCassette(
+            item.nodeid,
+            path,
+            tally.mode,
+            mode_is_default=item.config.getoption("replay_mode") is None,
+            on_exhausted=cast(OnExhausted, on_exhausted),
+            rules=Rules.of(tally.config(item.config.rootpath).ignore),
+            allow_hosts=tally.config(item.config.rootpath).allow_hosts,
+        )
+    except ReplayError as exc:
+        pytest.fail(f"harness-replay: {exc}", pytrace=False)
+    tally.used.add(path.resolve())
+    item.stash[_ACTIVE] = test
+    yield test
+    del item.stash[_ACTIVE]
+
+
+@pytest.fixture(autouse=True)
+def _replay_marker(request: pytest.FixtureRequest) -> None:
+    """Turn ``@pytest.mark.replay`` into the ``replay_cassette`` fixture, as pytest-recording does for ``vcr``."""
+    if request.node.get_closest_marker("replay") is not None:
+        request.getfixturevalue("replay_cassette")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    test = item.stash.get(_ACTIVE, None)
+    if test is None:
+        return (yield)
+    tally = item.config.stash[_TALLY]
+    error: BaseException | None = None
+    try:
+        with test.active():
+            return (yield)
+    except BaseException as exc:
+        error = exc
+        raise
+    finally:
+        if not isinstance(error, pytest.skip.Exception):
+            status, failure = test.finish(error is None)
+            tally.statuses[status] += 1
+            text = "\n".join(failure)
+            if failure and (error is None or status == "unrecorded"):
+                raise pytest.fail.Exception(text, pytrace=False) from None
+            elif failure:  # the test failed on its own: keep its error, show what changed beside it
+                item.add_report_section("call", "harness-replay", text)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    if exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        return
+    if any("::" in str(arg) for arg in config.args) or config.getoption("lf", False):
+        return  # only part of a module was collected: its other tests' cassettes would look unused
+    orphans = config.stash[_TALLY].find_orphans()
+    if orphans and config.getoption("replay_unused") == "fail" and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    tally = config.stash[_TALLY]
+    line = tally.summary()
+    if line:
+        terminalreporter.write_line(line)
+    if tally.orphans:
+        fail = config.getoption("replay_unused") == "fail"
+        terminalreporter.write_line(
+            f"harness-replay: {len(tally.orphans)} unused cassette(s), no collected test uses them"
+            + (" (--replay-unused=fail)" if fail else ""),
+            red=fail,
+            yellow=not fail,
+        )
+        for path in tally.orphans:
+            terminalreporter.write_line(f"  {shown(path)}")
+
+
+def _name(item: pytest.Item) -> str:
+    marker = item.get_closest_marker("replay")
+    explicit = marker.args[0] if marker is not None and marker.args else None
+    cls = getattr(item, "cls", None)
+    return cassette_name(item.name, cls.__name__ if cls is not None else None, explicit)

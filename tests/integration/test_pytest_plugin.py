@@ -1,0 +1,274 @@
+"""The pytest plugin, driven through pytester: record, replay, diff failures, record modes, unused cassettes.
+
+Runs are in-process (pydantic-ai is imported once, here), and the test file written for
+them reads its knobs from environment variables so its source never changes between runs
+(a rewritten file of the same size in the same second could be served from a stale pyc).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pydantic_ai  # noqa: F401  imported here so in-process runs don't re-import it each time
+import pydantic_ai_harness.compaction  # noqa: F401
+import pytest
+
+from replay.cassette import load
+
+pytest_plugins = ["pytester"]
+
+AGENT_TEST = '''
+import asyncio
+import os
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+from pydantic_ai.models.function import FunctionModel
+from pydantic_ai_harness.compaction import SummarizingCompaction
+
+KEEP = int(os.environ.get("KEEP", "2"))
+TURNS = int(os.environ.get("TURNS", "2"))
+BROKEN = bool(os.environ.get("BROKEN"))  # the models raise: a passing run proves none was called
+
+
+def answer(messages, info):
+    if BROKEN:
+        raise AssertionError("the main model was called")
+    return ModelResponse(parts=[TextPart(f"ready {len(messages)}")])
+
+
+def summarize(messages, info):
+    if BROKEN:
+        raise AssertionError("the summarizer was called")
+    return ModelResponse(parts=[TextPart("a summary")])
+
+
+def make_agent():
+    compaction = SummarizingCompaction(model=FunctionModel(summarize), max_messages=4, keep_messages=KEEP)
+    return Agent(FunctionModel(answer), capabilities=[compaction])
+
+
+HISTORY = [m for n in range(3) for m in (ModelRequest(parts=[UserPromptPart(f"t{n}")]), ModelResponse(parts=[TextPart(f"n{n}")]))]
+
+
+@pytest.mark.replay
+def test_compacts():
+    agent, history = make_agent(), list(HISTORY)
+    for turn in range(TURNS):
+        result = agent.run_sync(f"turn {turn}", message_history=history)
+        history = result.all_messages()
+    assert result.output.startswith("ready")
+
+
+def test_async_body(replay_cassette):
+    async def main():
+        return await make_agent().run("hello", message_history=list(HISTORY))
+
+    assert asyncio.run(main()).output.startswith("ready")
+    assert replay_cassette.path.name == "test_async_body.cassette"
+
+
+@pytest.mark.replay("shared-name")
+def test_named():
+    assert make_agent().run_sync("hi").output.startswith("ready")
+
+
+def test_plain():
+    assert make_agent().run_sync("no cassette here").output.startswith("ready")
+'''
+
+CASSETTES = Path("cassettes/test_agent")
+
+
+@pytest.fixture
+def agent_test(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    for name in ("CI", "KEEP", "TURNS", "BROKEN"):
+        monkeypatch.delenv(name, raising=False)
+    pytester.makepyfile(test_agent=AGENT_TEST)
+    return pytester
+
+
+def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args: str, **env: str) -> pytest.RunResult:
+    """One in-process pytest run with ``env`` set just for it (``CI=""`` unsets CI)."""
+    with monkeypatch.context() as m:
+        for key, value in env.items():
+            if value:
+                m.setenv(key, value)
+            else:
+                m.delenv(key, raising=False)
+        return pytester.runpytest("-p", "no:cacheprovider", *args)
+
+
+def output(result: pytest.RunResult) -> str:
+    return "\n".join(result.outlines + result.errlines)
+
+
+def test_once_records_then_ci_replays_without_calling_any_model(agent_test: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = run(agent_test, monkeypatch)
+    first.assert_outcomes(passed=4)
+    assert "harness-replay: --replay-mode=once" in output(first)
+    assert "cassettes 3 recorded, 0 replayed, 0 changed" in output(first)
+    path = agent_test.path / CASSETTES / "test_compacts.cassette"
+    cassette = load(path)
+    assert cassette.header.scenario_id == "test_agent.py::test_compacts"
+    assert {"main", "summarizing_compaction"} <= set(cassette.by_role())
+    assert sorted(p.name for p in (agent_test.path / CASSETTES).iterdir()) == [
+        "shared-name.cassette",
+        "test_async_body.cassette",
+        "test_compacts.cassette",
+    ]
+
+    again = run(agent_test, monkeypatch, "-k", "not plain", CI="1", BROKEN="1")
+    again.assert_outcomes(passed=3, deselected=1)
+    assert "harness-replay: --replay-mode=none" in output(again)
+    assert "cassettes 0 recorded, 3 replayed, 0 changed" in output(again)
+    assert "unused" not in output(again)  # -k left test_plain out, but nothing is reported as unused
+
+
+def test_a_changed_parameter_fails_with_the_replay_diff(agent_test: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    run(agent_test, monkeypatch, "-k", "compacts").assert_outcomes(passed=1, deselected=3)
+    changed = run(agent_test, monkeypatch, "-k", "compacts", KEEP="1", BROKEN="1")
+    changed.assert_outcomes(failed=1, deselected=3)
+    text = output(changed)
+    assert "test test_agent.py::test_compacts sent different model requests than cassettes/test_agent/test_compacts.cassette holds" in text
+    assert "requests per role: main 2" in text
+    assert "main[0] changed, messages 3→1" in text
+    assert "if the change is intended, re-record with --replay-mode=all" in text
+    assert "0 replayed, 1 changed" in text
+    assert "the main model was called" not in text
+
+
+def test_mode_none_without_a_cassette_names_test_role_cassette_and_flag(agent_test: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    result = run(agent_test, monkeypatch, "-k", "compacts", CI="1")
+    result.assert_outcomes(failed=1, deselected=3)
+    result.stdout.fnmatch_lines(
+        [
+            "harness-replay: test test_agent.py::test_compacts made request #1 of role 'summarizing_compaction', "
+            "but it has no cassette (cassettes/test_agent/test_compacts.cassette) and --replay-mode=none "
+            "(the default when CI is set) only replays; record it with --replay-mode=once",
+        ]
+    )
+    assert "1 unrecorded" in output(result)
+    assert not (agent_test.path / CASSETTES).exists()
+
+
+def test_a_request_beyond_the_recording_fails_then_new_appends_it(agent_test: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    run(agent_test, monkeypatch, "-k", "compacts").assert_outcomes(passed=1, deselected=3)
+    path = agent_test.path / CASSETTES / "test_compacts.cassette"
+    before = len(load(path).exchanges)
+
+    longer = run(agent_test, monkeypatch, "-k", "compacts", "--replay-mode=none", TURNS="3")
+    longer.assert_outcomes(failed=1, deselected=3)
+    assert "made request #3 of role 'summarizing_compaction', but cassettes/test_agent/test_compacts.cassette holds 2 request(s) of that role and --replay-mode=none only replays; append it with --replay-mode=new, or re-record the test with --replay-mode=all" in output(longer)
+
+    appended = run(agent_test, monkeypatch, "-k", "compacts", "--replay-mode=new", TURNS="3")
+    appended.assert_outcomes(passed=1, deselected=3)
+    assert "1 appended" in output(appended)
+    after = load(path)
+    assert len(after.by_role()["main"]) == 3 and len(after.exchanges) > before
+
+    run(agent_test, monkeypatch, "-k", "compacts", CI="1", TURNS="3", BROKEN="1").assert_outcomes(passed=1, deselected=3)
+
+
+def test_all_and_rewrite_record_again(agent_test: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    run(agent_test, monkeypatch, "-k", "compacts").assert_outcomes(passed=1, deselected=3)
+    path = agent_test.path / CASSETTES / "test_compacts.cassette"
+
+    rerecorded = run(agent_test, monkeypatch, "-k", "compacts", "--replay-mode=all", KEEP="1")
+    rerecorded.assert_outcomes(passed=1, deselected=3)
+    assert "1 recorded, 0 replayed" in output(rerecorded)
+    run(agent_test, monkeypatch, "-k", "compacts", CI="1", KEEP="1", BROKEN="1").assert_outcomes(passed=1, deselected=3)
+
+    # rewrite starts from nothing: a run that fails leaves no cassette behind (all would keep the old one)
+    failed = run(agent_test, monkeypatch, "-k", "compacts", "--replay-mode=rewrite", BROKEN="1")
+    failed.assert_outcomes(failed=1, deselected=3)
+    assert "1 not saved (test failed)" in output(failed)
+    assert not path.exists()
+    run(agent_test, monkeypatch, "-k", "compacts", "--replay-mode=rewrite").assert_outcomes(passed=1, deselected=3)
+    assert path.exists()
+
+
+def test_a_test_failing_on_its_own_keeps_its_error_and_shows_the_diff(agent_test: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    agent_test.makepyfile(
+        test_fails="""
+        import os
+        import pytest
+        from test_agent import make_agent
+
+        @pytest.mark.replay
+        def test_it():
+            prompt = os.environ.get("PROMPT", "hello")
+            assert make_agent().run_sync(prompt).output == "ready 1"
+            assert prompt == "hello", "the test's own assertion"
+        """
+    )
+    run(agent_test, monkeypatch, "test_fails.py").assert_outcomes(passed=1)
+    result = run(agent_test, monkeypatch, "test_fails.py", CI="1", PROMPT="bye")
+    result.assert_outcomes(failed=1)
+    text = output(result)
+    assert "the test's own assertion" in text
+    assert "Captured harness-replay call" in text
+    assert "main[0].messages[0].parts[0].content: hello → bye" in text
+
+
+def test_unused_cassettes_warn_or_fail_the_session(agent_test: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    run(agent_test, monkeypatch).assert_outcomes(passed=4)
+    orphan = agent_test.path / CASSETTES / "test_removed.cassette"
+    orphan.write_bytes((agent_test.path / CASSETTES / "test_compacts.cassette").read_bytes())
+
+    warned = run(agent_test, monkeypatch, CI="1")
+    warned.assert_outcomes(passed=4)
+    assert warned.ret == 0
+    warned.stdout.fnmatch_lines(
+        ["harness-replay: 1 unused cassette(s), no collected test uses them", "  cassettes/test_agent/test_removed.cassette"]
+    )
+
+    failed = run(agent_test, monkeypatch, "--replay-unused=fail", CI="1")
+    failed.assert_outcomes(passed=4)
+    assert failed.ret == pytest.ExitCode.TESTS_FAILED
+    assert "(--replay-unused=fail)" in output(failed)
+
+    # one test picked by node id: the module's other cassettes are not judged
+    single = run(agent_test, monkeypatch, "test_agent.py::test_named", "--replay-unused=fail", CI="1")
+    single.assert_outcomes(passed=1)
+    assert single.ret == 0
+
+
+def test_bad_marker_options_fail_clearly(agent_test: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    agent_test.makepyfile(
+        test_bad="""
+        import pytest
+
+        @pytest.mark.replay(on_exhausted="never")
+        def test_it():
+            pass
+        """
+    )
+    result = run(agent_test, monkeypatch, "test_bad.py")
+    result.assert_outcomes(errors=1)
+    assert "on_exhausted='never'" in output(result)
+
+
+def test_async_tests_run_by_anyio_are_captured_too(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(
+        test_async="""
+        import pytest
+        from pydantic_ai import Agent
+        from pydantic_ai.messages import ModelResponse, TextPart
+        from pydantic_ai.models.function import FunctionModel
+
+        @pytest.fixture
+        def anyio_backend():
+            return "asyncio"
+
+        @pytest.mark.anyio
+        @pytest.mark.replay
+        async def test_it(replay_cassette):
+            agent = Agent(FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("ok")])))
+            assert (await agent.run("hi")).output == "ok"
+            assert [e.role for e in replay_cassette.session.cassette.exchanges] == ["main"]
+        """
+    )
+    run(pytester, monkeypatch, CI="").assert_outcomes(passed=1)
+    assert (pytester.path / "cassettes/test_async/test_it.cassette").is_file()
