@@ -99,10 +99,27 @@ def record(
     targets: Targets = None,
     cassettes: CassettesOpt = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite existing cassettes.")] = False,
+    check_determinism: Annotated[
+        int | None,
+        typer.Option(
+            "--check-determinism",
+            min=2,
+            metavar="N",
+            help="Instead of writing cassettes, record each scenario N times in fresh processes "
+            "and report whether the normalised cassettes are byte-identical (exit 1 if not).",
+        ),
+    ] = None,
 ) -> None:
     """Run scenarios against their models and write one cassette per scenario."""
     config = _config()
     scenarios = _discover(targets, config)
+    if check_determinism is not None:
+        from . import _determinism
+
+        results = _determinism.check(scenarios, check_determinism, config.scenarios)
+        for r in results:
+            typer.echo(r.line())
+        raise typer.Exit(0 if all(r.identical for r in results) else 1)
     outcomes = _pipeline.record_scenarios(scenarios, cassettes or config.cassettes, force=force)
     for o in outcomes:
         typer.echo(f"{o.status:9} {o.scenario_id} -> {o.path}" + (f" ({o.detail})" if o.detail else ""))
@@ -124,7 +141,10 @@ def run(
 ) -> None:
     """Replay scenarios on the installed harness from their cassettes and diff what they send now."""
     config = _config()
-    scenarios = _discover(targets, config)
+    from .replayer import offline
+
+    with offline():  # a module-level provider model must import without its key
+        scenarios = _discover(targets, config)
     rules = _pipeline.rules_from(config, ignore or ())
     policy = (on_exhausted.value if on_exhausted else config.on_exhausted)
     reports = [
@@ -294,6 +314,56 @@ def merge(
     raise typer.Exit(mx.exit_code(merged))
 
 
+# --------------------------------------------------------------------------- git & html (issue 6)
+
+
+@app.command()
+def init(
+    git_config: Annotated[
+        bool, typer.Option("--git-config", help="Also run the git config command (this clone only).")
+    ] = False,
+    textconv: Annotated[
+        str | None, typer.Option("--textconv", help="Command git runs on a cassette (default: replay show --normalized).")
+    ] = None,
+) -> None:
+    """Make `git diff` show cassettes as readable text: .gitattributes line + git textconv driver."""
+    from . import _git
+
+    here = Path.cwd()
+    command = textconv or _git.default_textconv()
+    changed = _git.ensure_gitattributes(here)
+    typer.echo(f"{'added to' if changed else 'already in'} .gitattributes: {_git.ATTRIBUTE_LINE}")
+    if git_config:
+        _git.set_git_config(here, command)
+        typer.echo(f"set git config {_git.CONFIG_KEY} = {command}")
+    else:
+        typer.echo("run once per clone (or use `replay init --git-config`):")
+        typer.echo(f"  {_git.config_command(command)}")
+
+
+@app.command()
+def report(
+    results: Annotated[
+        list[Path], typer.Argument(help="JSON of `replay matrix`/`merge`/`run --format json` (several: merged shards).")
+    ],
+    html: Annotated[Path, typer.Option("--html", help="Write a standalone HTML page (table + charts) here.")],
+    title: Annotated[str, typer.Option("--title", help="Page title.")] = "harness-replay matrix",
+) -> None:
+    """Render saved results as an HTML page: the matrix table and a token-estimate chart per scenario."""
+    from . import matrix as mx
+    from .html import fill_from_results, render_html
+
+    docs = mx.load_results(results)
+    doc = mx.merge_results(docs) if len(docs) > 1 else docs[0][1]
+    if not isinstance(doc, dict):
+        raise ReplayUsageError(f"{results[0]}: not a results object")
+    page = render_html(fill_from_results(doc), title=title)
+    html.parent.mkdir(parents=True, exist_ok=True)
+    html.write_text(page, encoding="utf-8")
+    n = len(doc.get("scenarios") or {})
+    typer.echo(f"wrote {html} ({n} scenarios)")
+
+
 def main() -> None:
     """Entry point: user-facing errors become one line and exit code 2."""
     try:
@@ -307,14 +377,11 @@ def main() -> None:
     except (typer.BadParameter, typer.Abort) as exc:  # pragma: no cover - click handles most
         typer.echo(f"replay: error: {exc}", err=True)
         sys.exit(2)
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
+    except Exception as exc:  # click's usage errors (typer vendors click, so match by shape)
+        show, exit_code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
+        if callable(show) and isinstance(exit_code, int):
+            show()
             sys.exit(2)
-        if isinstance(exc, click.exceptions.Exit):
-            sys.exit(exc.exit_code)
         raise
 
 

@@ -27,6 +27,7 @@ VOLATILE_KEYS = frozenset(
         "conversation_id",
         "provider_response_id",
         "provider_details",
+        "provider_url",
         "history_digest",
         "duration",
         "created_at",

@@ -1,0 +1,71 @@
+"""``replay init``: make ``git diff`` show cassettes as readable text instead of "Binary files differ".
+
+Cassettes are msgpack, so a reviewer of a re-recorded cassette sees nothing useful. Git
+can run a textconv program on both sides of a diff: ``.gitattributes`` (committed, shared)
+routes ``*.cassette`` to a diff driver named ``replay``, and the driver's command lives in
+git config (per clone, never committed, because git will not run commands from a repo).
+The command is ``replay show --normalized``: the normalised form drops timestamps and ids,
+so a re-recording that changed nothing real shows no diff.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from .errors import ReplayUsageError
+
+ATTRIBUTE_LINE = "*.cassette diff=replay"
+CONFIG_KEY = "diff.replay.textconv"
+
+
+def default_textconv() -> str:
+    """``replay show --normalized`` when ``replay`` is on PATH, else this interpreter's ``-m replay``.
+
+    The fallback keeps the driver working from a venv that is not activated; git config
+    is per clone, so an absolute interpreter path there is fine.
+    """
+    if shutil.which("replay"):
+        return "replay show --normalized"
+    return f"{shlex.quote(sys.executable)} -m replay show --normalized"
+
+
+def _has_driver(line: str) -> bool:
+    parts = line.split()
+    return len(parts) >= 2 and parts[0] == "*.cassette" and "diff=replay" in parts[1:]
+
+
+def ensure_gitattributes(directory: Path) -> bool:
+    """Add ``*.cassette diff=replay`` to ``directory/.gitattributes``; True when the file changed.
+
+    Appended (not inserted) because for the same pattern git lets the last line win, so a
+    ``*.cassette binary`` above it is overridden without touching the user's lines.
+    """
+    path = directory / ".gitattributes"
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    if any(_has_driver(line) for line in text.splitlines()):
+        return False
+    if text and not text.endswith("\n"):
+        text += "\n"
+    path.write_text(text + ATTRIBUTE_LINE + "\n", encoding="utf-8")
+    return True
+
+
+def config_command(textconv: str) -> str:
+    """The command a user runs once per clone (printed by ``replay init``)."""
+    return f"git config {CONFIG_KEY} {shlex.quote(textconv)}"
+
+
+def set_git_config(directory: Path, textconv: str) -> None:
+    """Run ``git config diff.replay.textconv ...`` in ``directory``'s repository."""
+    if shutil.which("git") is None:
+        raise ReplayUsageError("git not found on PATH; run this yourself: " + config_command(textconv))
+    done = subprocess.run(
+        ["git", "config", CONFIG_KEY, textconv], cwd=directory, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        reason = (done.stderr or done.stdout).strip().splitlines()
+        raise ReplayUsageError(f"git config failed: {reason[-1] if reason else f'exit {done.returncode}'}")

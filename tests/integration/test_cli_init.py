@@ -1,0 +1,117 @@
+"""``replay init`` in a real git repository: ``git diff`` of a re-recorded cassette is readable text."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from replay._git import ATTRIBUTE_LINE
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+
+# Works whether or not `replay` is on PATH (the venv may not be activated).
+TEXTCONV = f"{shlex.quote(sys.executable)} -m replay show --normalized"
+
+SCENARIO = '''
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, TextPart
+from pydantic_ai.models.function import FunctionModel
+
+from replay import Run, scenario
+
+PROMPT = {prompt!r}
+
+
+def answer(messages, info):
+    return ModelResponse(parts=[TextPart("Madrid" if "Spain" in PROMPT else "Paris")])
+
+
+@scenario("geo/capital")
+async def capital(run: Run) -> str:
+    agent = Agent(FunctionModel(answer), instructions="Answer with one word.")
+    return (await agent.run(PROMPT)).output
+'''
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+@pytest.fixture
+def repo(project: Path) -> Path:
+    git(project, "init", "-q", "-b", "main")
+    git(project, "config", "user.email", "test@example.com")
+    git(project, "config", "user.name", "test")
+    git(project, "config", "commit.gpgsign", "false")
+    return project
+
+
+def _record(cli: Callable[..., object], repo: Path, prompt: str) -> Path:
+    (repo / "scenarios" / "geo.py").write_text(SCENARIO.format(prompt=prompt))
+    res = cli("record", "--force", "geo/capital")
+    assert res.code == 0, res.err  # type: ignore[attr-defined]
+    return repo / "cassettes" / "geo" / "capital.cassette"
+
+
+def test_git_diff_of_a_cassette_is_readable(repo: Path, cli: Callable[..., object]) -> None:
+    res = cli("init", "--git-config", "--textconv", TEXTCONV)
+    assert res.code == 0, res.err  # type: ignore[attr-defined]
+    assert git(repo, "config", "diff.replay.textconv").strip() == TEXTCONV
+    assert (repo / ".gitattributes").read_text() == ATTRIBUTE_LINE + "\n"
+
+    cassette = _record(cli, repo, "What is the capital of France?")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "record")
+    # Re-recording the same thing: timestamps and ids differ, the normalised text does not.
+    _record(cli, repo, "What is the capital of France?")
+    assert git(repo, "diff", "--", str(cassette)) == ""
+    assert git(repo, "diff", "--no-textconv", "--stat", "--", str(cassette)).strip(), "the bytes did change"
+
+    _record(cli, repo, "What is the capital of Spain?")
+    diff = git(repo, "diff", "--", str(cassette))
+    assert "Binary files" not in diff
+    removed = [line for line in diff.splitlines() if line.startswith("-") and not line.startswith("---")]
+    added = [line for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    assert any("What is the capital of France?" in line for line in removed), diff
+    assert any("What is the capital of Spain?" in line for line in added), diff
+    assert any('"Madrid"' in line for line in added), diff  # the response and the outcome
+    # Without the driver git has nothing readable to show.
+    assert "Binary files" in git(repo, "diff", "--no-textconv", "--", str(cassette))
+
+
+def test_init_prints_the_git_config_command(repo: Path, cli: Callable[..., object]) -> None:
+    res = cli("init")
+    assert res.code == 0, res.err  # type: ignore[attr-defined]
+    assert "added to .gitattributes: *.cassette diff=replay" in res.out  # type: ignore[attr-defined]
+    assert "git config diff.replay.textconv " in res.out  # type: ignore[attr-defined]
+    assert "show --normalized" in res.out  # type: ignore[attr-defined]
+    # Printing is all it does: nothing set in git config.
+    done = subprocess.run(["git", "config", "diff.replay.textconv"], cwd=repo, capture_output=True)
+    assert done.returncode == 1
+
+
+def test_init_is_idempotent_and_keeps_other_lines(repo: Path, cli: Callable[..., object]) -> None:
+    (repo / ".gitattributes").write_text("*.png binary\n*.cassette binary")  # no trailing newline
+    assert cli("init", "--textconv", TEXTCONV).code == 0  # type: ignore[attr-defined]
+    res = cli("init", "--textconv", TEXTCONV)
+    assert "already in .gitattributes" in res.out  # type: ignore[attr-defined]
+    assert (repo / ".gitattributes").read_text() == f"*.png binary\n*.cassette binary\n{ATTRIBUTE_LINE}\n"
+    # The appended line wins over `binary` for the diff attribute.
+    check = git(repo, "check-attr", "diff", "--", "cassettes/x.cassette")
+    assert check.strip().endswith("diff: replay")
+
+
+def test_git_config_outside_a_repository_is_a_usage_error(
+    project: Path, cli: Callable[..., object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(project.parent))
+    res = cli("init", "--git-config", "--textconv", TEXTCONV)
+    assert res.code == 2  # type: ignore[attr-defined]
+    assert res.err.startswith("replay: error: git config failed")  # type: ignore[attr-defined]
