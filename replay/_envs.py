@@ -72,13 +72,15 @@ def parse_versions(values: Iterable[str]) -> list[VersionSpec]:
     labels = [v.label for v in out]
     dupes = {x for x in labels if labels.count(x) > 1}
     if dupes:
-        raise ReplayUsageError(f"--harness: two specs map to the same name {sorted(dupes)[0]!r}")
+        raise ReplayUsageError(f"--harness: two specs map to the same name {min(dupes)!r}")
     return out
 
 
 def _parse_one(item: str) -> VersionSpec:
     if ".." in item and not ("/" in item or item.startswith(".")):
-        raise ReplayUsageError(f"--harness {item}: ranges are not supported; list versions with commas (e.g. 0.60.0,0.61.0)")
+        raise ReplayUsageError(
+            f"--harness {item}: ranges are not supported; list versions with commas (e.g. 0.60.0,0.61.0)"
+        )
     version = item.removeprefix("v") if _RELEASE.match(item.removeprefix("v")) else None
     if version is not None and not Path(item).exists():
         return VersionSpec(item, "release", f"{HARNESS}=={version}", version)
@@ -188,7 +190,9 @@ def find_installer() -> Installer:
 
 def fallback_notice(installer: Installer) -> str | None:
     if installer.name == "pip":
-        return "replay: uv not found; building environments with python -m venv + pip (slower; pip install uv to speed up)"
+        return (
+            "replay: uv not found; building environments with python -m venv + pip (slower; pip install uv to speed up)"
+        )
     return None
 
 
@@ -229,27 +233,60 @@ def env_python(path: Path) -> Path:
 
 
 def one_line(text: str, limit: int = 240) -> str:
-    """The most telling line of an installer's or command's stderr, for a table cell."""
-    lines = []
+    """The most telling line of an installer's or command's stderr, for a table cell.
+
+    uv explains a failed resolution in a ``Because ...`` line and other failures in a chain
+    of ``cause:`` lines (the last is the root); pip's last ``ERROR:`` line names the
+    requirement; otherwise the first two meaningful lines.
+    """
+    lines: list[str] = []
+    errors: list[str] = []
+    causes: list[str] = []
     for raw in text.splitlines():
         line = re.sub(r"^[\s×╰─▶│]+", "", raw).strip()
-        if not line or line.startswith(("Using Python", "hint:", "help:", "Resolved ", "Prepared ", "Installed ")):
+        if not line or line.startswith(_NOISE):
             continue
-        line = re.sub(r"^(error|cause|ERROR):\s*", "", line)
-        if line:
-            lines.append(line)
+        bare = re.sub(r"^(error|cause|ERROR|Caused by):\s*", "", line)
+        if bare:
+            lines.append(bare)
+            if line.startswith("ERROR:"):
+                errors.append(bare)
+            elif line.startswith(("cause:", "Caused by:")):
+                causes.append(bare)
     if not lines:
         return "failed (no message)"
     because = next((ln for ln in lines if ln.startswith("Because ")), None)
-    text = because or ": ".join(lines[:2])
+    if because:
+        text = because
+    elif errors:
+        text = errors[-1]
+    elif causes:
+        text = f"{lines[0]}: {causes[-1]}" if lines[0] != causes[-1] else lines[0]
+    else:
+        text = ": ".join(lines[:2])
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+_NOISE = (
+    "Using Python",
+    "hint:",
+    "help:",
+    "Resolved ",
+    "Prepared ",
+    "Installed ",
+    "WARNING",
+    "DEPRECATION",
+    "[notice]",
+)
 
 
 def _run(cmd: list[str], timeout: float = 900) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, NO_COLOR="1", UV_NO_PROGRESS="1", PIP_NO_INPUT="1")
     env.pop("VIRTUAL_ENV", None)
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        cmd, capture_output=True, text=True, timeout=timeout, env=env, stdin=subprocess.DEVNULL, check=False
+    )
 
 
 def _tool_requirement(root: Path) -> str:
@@ -312,7 +349,28 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def ensure_env(spec: VersionSpec, cache: Path, installer: Installer, tool_hash: str, root: Path | None = None) -> EnvInfo:
+def _prune(path: Path, label: str) -> None:
+    """Drop envs of the same label built for an older tool source or Python: they are never reused.
+
+    An env another process holds (its lock taken) is left alone.
+    """
+    pattern = re.compile(re.escape(label) + r"-[0-9a-f]{16}")
+    for other in path.parent.iterdir():
+        if other == path or not other.is_dir() or not pattern.fullmatch(other.name):
+            continue
+        lock = other.with_name(other.name + ".lock")
+        with open(lock, "w") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue
+            shutil.rmtree(other, ignore_errors=True)
+            lock.unlink(missing_ok=True)
+
+
+def ensure_env(
+    spec: VersionSpec, cache: Path, installer: Installer, tool_hash: str, root: Path | None = None
+) -> EnvInfo:
     """Return a ready env for ``spec``, reusing a stamped one; failures come back as ``status='error'``."""
     root = root or tool_root()
     started = time.perf_counter()
@@ -347,4 +405,5 @@ def ensure_env(spec: VersionSpec, cache: Path, installer: Installer, tool_hash: 
             data = asdict(info)
             tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
             os.replace(tmp, stamp)
+            _prune(path, spec.label)
     return info

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,6 +134,9 @@ class Cassette(_Model):
 # --------------------------------------------------------------------------- building
 
 
+_RUN_STAMPS = ("run_id", "conversation_id")
+
+
 def _digest(value: Any) -> bytes:
     return hashlib.blake2b(msgpack.packb(value, use_bin_type=True), digest_size=16).digest()
 
@@ -146,7 +150,10 @@ class CassetteBuilder:
         self._blob_ids: dict[bytes, int] = {}
 
     def message(self, message: dict[str, Any]) -> int:
-        key = _digest(message)
+        # pydantic-ai stamps run_id / conversation_id onto a response after the model returned
+        # it; without this the response and its later copy in the history would be two
+        # entries, breaking every request's index runs into pairs (quadratic size again).
+        key = _digest({k: v for k, v in message.items() if k not in _RUN_STAMPS})
         found = self._message_ids.get(key)
         if found is None:
             found = self._message_ids[key] = len(self.cassette.messages)
@@ -180,6 +187,9 @@ class Limits:
     max_string: int = 64 * 1024 * 1024
     max_depth: int = 200
     """Deepest nesting of a message or value (msgpack itself stops at 1024)."""
+    max_references: int = 5_000_000
+    """Message references after expanding all ``[start, count]`` runs: a run is two integers
+    on disk, so without this a 1 MB file can declare billions of references (quadratic blow-up)."""
 
 
 DEFAULT_LIMITS = Limits()
@@ -204,7 +214,8 @@ def _runs(indices: list[int]) -> list[int]:
     return out
 
 
-def _unruns(runs: Any, table_size: int) -> list[int]:
+def _unruns(runs: Any, table_size: int, limit: int) -> list[int]:
+    """Expand runs into indices, refusing to produce more than ``limit`` of them."""
     if not isinstance(runs, list) or len(runs) % 2:
         raise ValueError("message references must be a flat list of [start, count] pairs")
     out: list[int] = []
@@ -214,6 +225,8 @@ def _unruns(runs: Any, table_size: int) -> list[int]:
             raise ValueError(f"bad message reference run {start!r}, {count!r}")
         if start + count > table_size:
             raise ValueError(f"message reference {start + count - 1} outside the table of {table_size}")
+        if count > limit - len(out):
+            raise ValueError("too many message references once expanded (over Limits.max_references)")
         out.extend(range(start, start + count))
     return out
 
@@ -240,15 +253,36 @@ def _refuse_ext(code: int, data: bytes) -> Any:
 
 
 def _check_depth(value: Any, max_depth: int) -> None:
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > max_depth:
+    """Bound nesting, and refuse msgpack timestamps: ext type -1 is decoded without ``ext_hook``."""
+    # Level by level, touching each value once: this runs over every loaded value, so it
+    # must not cost more than unpacking did (a stack of (node, depth) tuples cost 2x that).
+    # Depth counts as before: every dict value is one level down, so is every nested list.
+    if isinstance(value, msgpack.Timestamp):
+        raise ValueError("msgpack extension type -1 (timestamp) is not allowed in a cassette")
+    level = [value] if isinstance(value, (dict, list)) else []
+    depth = 0
+    if max_depth < 0:
+        raise ValueError(f"nesting deeper than {max_depth}")
+    while level:
+        nxt: list[Any] = []
+        for node in level:
+            if isinstance(node, dict):
+                if node and depth + 1 > max_depth:
+                    raise ValueError(f"nesting deeper than {max_depth}")
+                items: Any = node.values()
+            else:
+                items = node
+            for v in items:
+                if isinstance(v, (dict, list)):
+                    nxt.append(v)
+                elif isinstance(v, msgpack.Timestamp):
+                    if depth + 1 > max_depth:
+                        raise ValueError(f"nesting deeper than {max_depth}")
+                    raise ValueError("msgpack extension type -1 (timestamp) is not allowed in a cassette")
+        depth += 1
+        if nxt and depth > max_depth:
             raise ValueError(f"nesting deeper than {max_depth}")
-        if isinstance(node, dict):
-            stack.extend((v, depth + 1) for v in node.values())
-        elif isinstance(node, list):
-            stack.extend((v, depth + 1) for v in node if isinstance(v, (dict, list)))
+        level = nxt
 
 
 def loads(data: bytes, source: object = "<bytes>", limits: Limits = DEFAULT_LIMITS) -> Cassette:
@@ -297,16 +331,24 @@ def loads(data: bytes, source: object = "<bytes>", limits: Limits = DEFAULT_LIMI
         for key in ("messages", "blobs"):
             for item in raw.get(key, ()) or ():
                 _check_depth(item, limits.max_depth)
+        # Every other value (outputs, prompts, observations) sits at most 3 levels below its
+        # top-level field; the message and blob tables, the bulk of a file, were walked above.
+        for key, value in raw.items():
+            if key not in ("messages", "blobs"):
+                _check_depth(value, limits.max_depth + 3)
         table = len(raw.get("messages") or ())
+        budget = limits.max_references
         for ex in raw.get("exchanges") or ():
             if isinstance(ex, dict):
-                ex["messages"] = _unruns(ex.get("messages", []), table)
+                ex["messages"] = _unruns(ex.get("messages", []), table, budget)
+                budget -= len(ex["messages"])
                 _check_depth(ex.get("events"), limits.max_depth)
-                _check_refs(ex, table, len(raw.get("blobs") or ()))
+                _check_refs(ex, table, len(raw.get("blobs") or ()), len(raw.get("runs") or ()))
         for run in raw.get("runs") or ():
             if isinstance(run, dict):
-                run["history"] = _unruns(run.get("history", []), table)
-                run["result"] = _unruns(run.get("result", []), table)
+                for key in ("history", "result"):
+                    run[key] = _unruns(run.get(key, []), table, budget)
+                    budget -= len(run[key])
         return Cassette.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
@@ -316,8 +358,8 @@ def loads(data: bytes, source: object = "<bytes>", limits: Limits = DEFAULT_LIMI
         raise CassetteError(source, f"invalid cassette: {exc}") from None
 
 
-def _check_refs(ex: dict[str, Any], messages: int, blobs: int) -> None:
-    for key, size in (("response", messages), ("settings", blobs), ("parameters", blobs)):
+def _check_refs(ex: dict[str, Any], messages: int, blobs: int, runs: int) -> None:
+    for key, size in (("response", messages), ("settings", blobs), ("parameters", blobs), ("run", runs)):
         ref = ex.get(key)
         if ref is not None and (type(ref) is not int or not 0 <= ref < size):
             raise ValueError(f"exchange {key} reference {ref!r} outside its table")
@@ -347,7 +389,8 @@ def save(cassette: Cassette, path: str | os.PathLike[str]) -> Path:
 
 def write_atomic(path: Path, data: bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    # The writer's pid is in the name, so clean_stale_temps can tell a live write from a dead one.
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -371,10 +414,38 @@ def write_atomic(path: Path, data: bytes) -> Path:
     return path
 
 
+def _writer_alive(tmp: Path) -> bool:
+    """Whether the process that is writing ``tmp`` still runs: its temp file is not stale.
+
+    Another ``replay record`` writing into the same directory must keep its temp file,
+    or its ``os.replace`` fails and the cassette it recorded is lost.
+    """
+    parts = tmp.name[: -len(".tmp")].rsplit(".", 2)
+    if len(parts) != 3 or not parts[1].isdigit():
+        return False  # not one of ours (or an older naming): nobody will finish it
+    pid = int(parts[1])
+    if pid == os.getpid():
+        return True
+    if os.name != "posix":  # no signal-0 probe: trust recent files to a live writer
+        try:
+            return time.time() - tmp.stat().st_mtime < 600
+        except OSError:
+            return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: alive, owned by someone else
+        return True
+    return True
+
+
 def clean_stale_temps(directory: Path) -> int:
-    """Remove temp files a killed writer left behind; returns how many."""
+    """Remove temp files a killed writer left behind (not those of live writers); returns how many."""
     removed = 0
     for tmp in directory.rglob(f".*{SUFFIX}.*.tmp"):
+        if _writer_alive(tmp):
+            continue
         try:
             tmp.unlink()
             removed += 1

@@ -285,6 +285,9 @@ def matrix(
         typer.Option("--env-dir", envvar="REPLAY_ENV_DIR", help="Environment cache (default: .replay/envs)."),
     ] = None,
     ignore: IgnoreOpt = None,
+    html: Annotated[
+        Path | None, typer.Option("--html", help="Also write an HTML page: table + token-estimate charts.")
+    ] = None,
 ) -> None:
     """Replay the cassettes on several harness versions, each in its own cached environment."""
     from . import _envs
@@ -298,6 +301,11 @@ def matrix(
     opts = mx.RunOptions(cassettes=cassettes, out=out or Path(".replay/matrix"), extra_args=extra, cwd=Path.cwd())
     result = mx.run_matrix(ids, versions, opts=opts, jobs=jobs, shard=shard_k_n, env_dir=env_dir)
     mx.emit(result, fmt.value)
+    if html is not None:
+        from .html import fill_from_results, render_html
+
+        html.parent.mkdir(parents=True, exist_ok=True)
+        html.write_text(render_html(fill_from_results(result)), encoding="utf-8")
     raise typer.Exit(mx.exit_code(result))
 
 

@@ -41,6 +41,7 @@ from .cassette import (
     ObservationRecord,
     Outcome,
 )
+from ._determinism import deterministic_ids
 from .scenario import Mode, Run, Scenario
 
 if TYPE_CHECKING:
@@ -625,7 +626,8 @@ async def execute_async(scenario: Scenario, session: Session, mode: Mode = "reco
     cassette.header.mode = mode
     with session_scope(session):
         try:
-            output = await scenario.func(run)
+            with deterministic_ids(scenario.id):  # uuid4/secrets ids in prompts repeat across runs
+                output = await scenario.func(run)
             cassette.outcome = Outcome(status="ok", output=jsonable(output))
         except Exception as exc:
             if os.environ.get("REPLAY_DEBUG"):

@@ -150,10 +150,14 @@ class Scrubber:
         self._re = re.compile(f"(?=[{re.escape(first)}])(?:" + "|".join(alternatives) + ")")
         self._user = [re.compile(p) for p in config.patterns]
         self._exempt = list(config.exempt_paths)
+        self._seen: dict[str, str] = {}
+        """Scrubbed form of every text seen: keys and repeated history text recur constantly."""
 
     def scrub(self, value: Any, path: str = "") -> Any:
         """Return a scrubbed copy of ``value``; ``path`` is its dotted location."""
-        if self._exempt and any(fnmatchcase(path, p) for p in self._exempt):
+        if not self._exempt:
+            return self._scrub_fast(value)
+        if any(fnmatchcase(path, p) for p in self._exempt):
             return _copy(value)
         if isinstance(value, str):
             return self.scrub_text(value)
@@ -172,15 +176,39 @@ class Scrubber:
             return items if isinstance(value, list) else tuple(items)
         return value
 
+    def _scrub_fast(self, value: Any) -> Any:
+        """``scrub`` without exempt paths: no dotted path is built for every node."""
+        if isinstance(value, str):
+            return self.scrub_text(value)
+        if isinstance(value, dict):
+            out: dict[Any, Any] = {}
+            for key, item in value.items():
+                if isinstance(key, str):
+                    new_key = self.scrub_text(key)
+                    out[new_key] = self._scrub_by_key(item, key, "") if _is_secret_key(key) else self._scrub_fast(item)
+                else:
+                    out[key] = self._scrub_fast(item)
+            return out
+        if isinstance(value, list):
+            return [self._scrub_fast(item) for item in value]
+        if isinstance(value, (tuple, Mapping)):
+            return self.scrub(value, "") if isinstance(value, Mapping) else tuple(self._scrub_fast(v) for v in value)
+        return value
+
     def scrub_text(self, text: str) -> str:
         """Replace the credentials inside ``text``, keeping the words around them."""
         if len(text) < _MIN_LEN:
             return text
+        done = self._seen.get(text)
+        if done is not None:
+            return done
+        original = text
         for _ in range(_MAX_PASSES):
             new = self._pass(text)
             if new == text:
                 break
             text = new
+        self._seen[original] = text
         return text
 
     def _is_exempt(self, path: str) -> bool:

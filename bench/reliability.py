@@ -1,0 +1,165 @@
+"""``make reliability``: the figures of issue 7, each with pass/fail.
+
+* fuzz   — hostile bytes through the cassette loader (a freshly recorded cassette,
+           truncated at every offset, bit-flipped, re-typed field by field, plus
+           handcrafted huge lengths, deep nesting and every msgpack ext type): every
+           case must end in a Cassette or CassetteError, within bounded time.
+* kills  — a writer SIGKILLed at random points: the file is always one complete cassette.
+* secrets — 20+ credential shapes seeded into a recorded scenario: none found on disk.
+* determinism — ``replay record --check-determinism 3`` over every bundled scenario.
+
+The generators live in tests/ (hostile.py, torture.py, secret_shapes.py) so the unit
+suite runs a fast subset of exactly the same cases.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+import hostile  # noqa: E402
+import secret_shapes  # noqa: E402
+import torture  # noqa: E402
+
+from replay.cassette import cassette_path  # noqa: E402
+
+SEED = int(os.environ.get("RELIABILITY_SEED", "7"))
+KILLS = int(os.environ.get("RELIABILITY_KILLS", "120"))
+FLIPS = int(os.environ.get("RELIABILITY_FLIPS", "10000"))
+NOISE = int(os.environ.get("RELIABILITY_NOISE", "10000"))
+RESULTS: list[tuple[str, str, bool]] = []
+
+
+def report(name: str, figure: str, ok: bool) -> None:
+    RESULTS.append((name, figure, ok))
+    print(f"  {'PASS' if ok else 'FAIL'}  {name:12} {figure}", flush=True)
+
+
+def replay_cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "replay", *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=600
+    )
+
+
+def fresh_recording(tmp: Path) -> bytes:
+    """Record a bundled scenario now, so the fuzz starts from what this version writes."""
+    proc = replay_cli("record", "seed000/long", "--cassettes", str(tmp), "--force", cwd=ROOT)
+    if proc.returncode != 0:
+        raise SystemExit(f"recording seed000/long failed: {proc.stderr.strip()}")
+    return cassette_path(tmp, "seed000/long").read_bytes()
+
+
+def fuzz(tmp: Path) -> None:
+    real = fresh_recording(tmp)
+    rng = random.Random(SEED)
+    categories: dict[str, Iterable[tuple[str, bytes]]] = {
+        "truncation": hostile.truncations(real),
+        "bit flip": hostile.bit_flips(real, rng, FLIPS),
+        "random bytes": hostile.random_bytes(rng, NOISE),
+        "wrong type": hostile.wrong_types(real),
+        "huge length": hostile.huge_lengths(),
+        "deep nesting": hostile.deep_nesting(),
+        "ext type": hostile.ext_types(),
+        "ref bomb": [("bomb", hostile.reference_bomb(3000))],
+    }
+    counts: collections.Counter[str] = collections.Counter()
+    escaped: list[str] = []
+    slowest = 0.0
+    started = time.perf_counter()
+    for name, cases in categories.items():
+        for label, data in cases:
+            t0 = time.perf_counter()
+            try:
+                hostile.verdict(data, label)
+            except hostile.Escaped as exc:
+                escaped.append(str(exc))
+            slowest = max(slowest, time.perf_counter() - t0)
+            counts[name] += 1
+    total = sum(counts.values())
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    detail = " · ".join(f"{name} {n:,}" for name, n in counts.items())
+    report(
+        "fuzz",
+        f"{total:,} cases, {len(escaped)} escaped anything but CassetteError; "
+        f"slowest case {slowest:.2f}s, peak RSS {peak_mb:.0f} MB, {time.perf_counter() - started:.0f}s  ({detail})",
+        not escaped and total >= 1000,
+    )
+    for line in escaped[:5]:
+        print(f"        {line}")
+
+
+def kills(tmp: Path) -> None:
+    a, b = torture.two_cassettes(hostile.REAL)
+    stats = torture.kill_loop(tmp, a, b, KILLS, seed=SEED)
+    ok = stats.kills >= 100 and stats.intact == stats.kills and stats.temps_left == 0
+    report(
+        "kills",
+        f"{stats.kills} SIGKILLs survived: {stats.intact} left a complete cassette "
+        f"({stats.mid_write} landed mid-write); {stats.temps_cleaned} stale temps cleaned, {stats.temps_left} left",
+        ok,
+    )
+
+
+def secrets(tmp: Path) -> None:
+    (tmp / "pyproject.toml").write_text("[tool.replay]\n")
+    env = {**os.environ, **secret_shapes.prepare(tmp)}
+    proc = replay_cli("record", "secrets/leaky", cwd=tmp, env=env)
+    path = cassette_path(tmp / "cassettes", "secrets/leaky")
+    if proc.returncode != 0 or not path.exists():
+        report("secrets", f"recording failed: {proc.stderr.strip()[-200:]}", False)
+        return
+    seeded = secret_shapes.seeded()
+    found = secret_shapes.leaks(path.read_bytes(), seeded)
+    shapes = len({s.name for s in secret_shapes.shapes()})
+    report(
+        "secrets",
+        f"{shapes} shapes + {len(seeded) - shapes} header-only values seeded "
+        f"(prompt, extra_headers, tool result, output, ${secret_shapes.ENV_NAME}); found on disk: {len(found)}",
+        shapes >= 20 and not found,
+    )
+
+
+def determinism() -> None:
+    started = time.perf_counter()
+    proc = replay_cli("record", "--check-determinism", "3", cwd=ROOT)
+    lines = proc.stdout.splitlines()
+    same = sum(line.startswith("identical") for line in lines)
+    report(
+        "determinism",
+        f"N=3 across {len(lines)} bundled scenarios: {same} byte-identical, {len(lines) - same} differ "
+        f"({time.perf_counter() - started:.0f}s)",
+        proc.returncode == 0 and same == len(lines) > 0,
+    )
+    for line in [ln for ln in lines if not ln.startswith("identical")] + proc.stderr.splitlines()[-3:]:
+        print(f"        {line}")
+
+
+def main() -> int:
+    print("harness-replay reliability (issue 7)")
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="replay-reliability-") as tmp:
+        base = Path(tmp)
+        for sub in ("fuzz", "kills", "secrets"):
+            (base / sub).mkdir()
+        fuzz(base / "fuzz")
+        kills(base / "kills")
+        secrets(base / "secrets")
+    determinism()
+    failed = [name for name, _, ok in RESULTS if not ok]
+    print(f"{'FAIL' if failed else 'PASS'}: {len(RESULTS) - len(failed)}/{len(RESULTS)} in {time.perf_counter() - started:.0f}s")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,274 @@
+"""Make recordings repeatable, and check that they are.
+
+Two parts:
+
+* :func:`deterministic_ids` — some harness capabilities put ``uuid4()`` or
+  ``secrets.token_hex()`` ids into prompt text (plan step ids, subagent task ids). Those
+  differ on every run, so two recordings of an unchanged scenario would differ and a
+  replay would never send exactly what was recorded. While a scenario runs, these
+  functions answer from a generator seeded by the scenario id instead.
+* :func:`check` — ``replay record --check-determinism N``: record every scenario N times
+  in fresh processes and compare the normalised cassettes byte for byte.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextvars
+import hashlib
+import json
+import random
+import secrets
+import subprocess
+import sys
+import tempfile
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from .errors import ReplayError
+
+if TYPE_CHECKING:
+    from .scenario import Scenario
+
+__all__ = ["DeterminismResult", "check", "deterministic_ids", "first_difference", "normalised_bytes"]
+
+# --------------------------------------------------------------------------- seeded ids
+
+_ORIGINALS: dict[str, Callable[..., Any]] = {
+    "uuid4": uuid.uuid4,
+    "token_bytes": secrets.token_bytes,
+    "token_hex": secrets.token_hex,
+    "token_urlsafe": secrets.token_urlsafe,
+}
+_lock = threading.Lock()
+_users = 0
+_patched: list[tuple[object, str, Callable[..., Any]]] = []
+
+
+class _Streams:
+    """One seeded generator per call site (module and function) within a scenario run.
+
+    A single shared sequence would shift whenever an unrelated caller draws one more id:
+    pydantic-graph, for one, takes ids while it builds its graph on the first run in a
+    process only, so a scenario's ids would depend on what ran before it in that process.
+    """
+
+    def __init__(self, scenario_id: str) -> None:
+        self.scenario_id = scenario_id
+        self._by_site: dict[str, random.Random] = {}
+
+    def at(self, frame: FrameType) -> random.Random:
+        site = f"{frame.f_globals.get('__name__')}:{frame.f_code.co_qualname}"
+        rng = self._by_site.get(site)
+        if rng is None:
+            rng = self._by_site[site] = random.Random(seed_for(f"{self.scenario_id}\0{site}"))
+        return rng
+
+
+_STREAMS: contextvars.ContextVar[_Streams | None] = contextvars.ContextVar("replay_id_streams", default=None)
+
+
+def _rng(depth: int = 2) -> random.Random | None:
+    """The seeded generator for the caller ``depth`` frames up, unless no scenario runs here.
+
+    Code inside a model call is a provider SDK building a real request (idempotency keys,
+    multipart boundaries): those must stay random, and their values never reach a prompt.
+    """
+    streams = _STREAMS.get()
+    if streams is None:
+        return None
+    from .recorder import _ACTIVE
+
+    if _ACTIVE.get() is not None:
+        return None
+    return streams.at(sys._getframe(depth))
+
+
+def _uuid4() -> uuid.UUID:
+    rng = _rng()
+    if rng is None:
+        return _ORIGINALS["uuid4"]()  # type: ignore[no-any-return]
+    return uuid.UUID(int=rng.getrandbits(128), version=4)
+
+
+def _token_bytes(nbytes: int | None = None) -> bytes:
+    rng = _rng()
+    if rng is None:
+        return _ORIGINALS["token_bytes"](nbytes)  # type: ignore[no-any-return]
+    return rng.randbytes(32 if nbytes is None else nbytes)
+
+
+def _token_hex(nbytes: int | None = None) -> str:
+    rng = _rng()
+    if rng is None:
+        return _ORIGINALS["token_hex"](nbytes)  # type: ignore[no-any-return]
+    return rng.randbytes(32 if nbytes is None else nbytes).hex()
+
+
+def _token_urlsafe(nbytes: int | None = None) -> str:
+    rng = _rng()
+    if rng is None:
+        return _ORIGINALS["token_urlsafe"](nbytes)  # type: ignore[no-any-return]
+    return base64.urlsafe_b64encode(rng.randbytes(32 if nbytes is None else nbytes)).rstrip(b"=").decode("ascii")
+
+
+_REPLACEMENTS: dict[str, Callable[..., Any]] = {
+    "uuid4": _uuid4,
+    "token_bytes": _token_bytes,
+    "token_hex": _token_hex,
+    "token_urlsafe": _token_urlsafe,
+}
+
+
+def _patch_modules() -> None:
+    """Replace the functions in ``uuid``/``secrets`` and wherever a module imported them by name.
+
+    ``from uuid import uuid4`` (as several harness modules do) copies the function into
+    the importing module, so patching ``uuid`` alone would miss it. Modules imported
+    after this point keep the originals. Nothing else is touched: ``os.urandom``,
+    ``random`` and ``ssl`` keep their real entropy.
+    """
+    for module in list(sys.modules.values()):
+        try:
+            namespace = vars(module)
+        except Exception:  # odd objects some libraries put into sys.modules
+            continue
+        if not isinstance(namespace, dict):
+            continue
+        for name, original in _ORIGINALS.items():
+            if namespace.get(name) is original:
+                _patched.append((module, name, original))
+                namespace[name] = _REPLACEMENTS[name]
+
+
+def _restore() -> None:
+    for module, name, original in reversed(_patched):
+        namespace = vars(module)
+        if namespace.get(name) is _REPLACEMENTS[name]:
+            namespace[name] = original
+    _patched.clear()
+
+
+def seed_for(scenario_id: str) -> int:
+    return int.from_bytes(hashlib.blake2b(scenario_id.encode(), digest_size=8).digest(), "big")
+
+
+@contextmanager
+def deterministic_ids(scenario_id: str) -> Iterator[None]:
+    """Within this context (and tasks started from it), ids come from a generator seeded by ``scenario_id``.
+
+    Per context rather than per process, so two scenarios running concurrently each get
+    their own sequence; outside any such context the real functions answer.
+    """
+    global _users
+    with _lock:
+        _users += 1
+        _patch_modules()  # every entry: also picks up modules imported since the last one
+    token = _STREAMS.set(_Streams(scenario_id))
+    try:
+        yield
+    finally:
+        _STREAMS.reset(token)
+        with _lock:
+            _users -= 1
+            if _users == 0:
+                _restore()
+
+
+# --------------------------------------------------------------------------- checking
+
+
+def normalised_bytes(path: Path) -> bytes:
+    """Canonical JSON of a cassette's normalised form: what 'byte-identical' compares."""
+    from .cassette import load
+    from .normaliser import normalise
+
+    data = normalise(load(path)).as_json()
+    return json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=repr).encode()
+
+
+def first_difference(a: Any, b: Any, path: str = "") -> str | None:
+    """Dotted path of the first place two JSON-like values differ, or None when equal."""
+    if type(a) is not type(b):
+        return path or "<root>"
+    if isinstance(a, dict):
+        for key in sorted(set(a) | set(b), key=str):
+            sub = f"{path}.{key}" if path else str(key)
+            if key not in a or key not in b:
+                return sub
+            found = first_difference(a[key], b[key], sub)
+            if found is not None:
+                return found
+        return None
+    if isinstance(a, list):
+        for i, (x, y) in enumerate(zip(a, b)):
+            found = first_difference(x, y, f"{path}[{i}]")
+            if found is not None:
+                return found
+        return None if len(a) == len(b) else f"{path}[{min(len(a), len(b))}]"
+    return None if a == b else (path or "<root>")
+
+
+@dataclass(frozen=True)
+class DeterminismResult:
+    scenario_id: str
+    runs: int
+    identical: bool
+    detail: str = ""
+
+    def line(self) -> str:
+        status = "identical" if self.identical else "DIFFERENT"
+        return f"{status:9} {self.scenario_id} ({self.runs} recordings)" + (f": {self.detail}" if self.detail else "")
+
+
+def _record_in(directory: Path, targets: Sequence[str], cwd: Path) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "replay", "record", *targets, "--cassettes", str(directory), "--force"]
+    return subprocess.Popen(
+        cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL
+    )
+
+
+def _compare(scenario_id: str, dirs: Sequence[Path]) -> DeterminismResult:
+    from .cassette import cassette_path
+
+    blobs = [normalised_bytes(cassette_path(d, scenario_id)) for d in dirs]
+    for k, blob in enumerate(blobs[1:], start=2):
+        if blob != blobs[0]:
+            where = first_difference(json.loads(blobs[0]), json.loads(blob)) or "<bytes>"
+            return DeterminismResult(scenario_id, len(dirs), False, f"recording 1 and {k} first differ at {where}")
+    return DeterminismResult(scenario_id, len(dirs), True)
+
+
+def _targets(scenarios: Sequence[Scenario], scenarios_dir: Path) -> list[str]:
+    """What to pass ``replay record`` in the child: the id, or the file when it lies outside scenarios/."""
+    home = scenarios_dir.resolve()
+    out = {sc.id if sc.path is None or sc.path.resolve().is_relative_to(home) else str(sc.path) for sc in scenarios}
+    return sorted(out)
+
+
+def check(
+    scenarios: Sequence[Scenario], runs: int, scenarios_dir: Path, cwd: Path | None = None
+) -> list[DeterminismResult]:
+    """Record the scenarios ``runs`` times in fresh processes (in parallel) and compare each one.
+
+    Recordings go to a temporary directory, never into the project's cassettes.
+    """
+    if runs < 2:
+        raise ReplayError("--check-determinism needs at least 2 recordings to compare")
+    where = cwd or Path.cwd()
+    targets = _targets(scenarios, scenarios_dir)
+    with tempfile.TemporaryDirectory(prefix="replay-determinism-") as tmp:
+        dirs = [Path(tmp) / f"run{i + 1}" for i in range(runs)]
+        procs = [_record_in(d, targets, where) for d in dirs]
+        outputs = [p.communicate() for p in procs]
+        for i, (proc, (_, err)) in enumerate(zip(procs, outputs), start=1):
+            if proc.returncode != 0:
+                last = (err.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+                raise ReplayError(f"determinism check: recording {i} failed: {last}")
+        return [_compare(sc.id, dirs) for sc in scenarios]

@@ -1,0 +1,626 @@
+"""``replay matrix``: replay the cassettes on several harness versions, one isolated env each.
+
+Why subprocesses: a harness version pins its own pydantic-ai-slim, so two versions can
+never share an interpreter. Each version gets a cached env (see :mod:`replay._envs`) and
+runs the ordinary ``python -m replay run --format json`` there; this module only plans
+the cells, runs those processes in parallel and folds their JSON into a scenario ×
+version table. The baseline of every cell is the recorded cassette.
+
+Beyond one machine, ``--shard K/N`` keeps only the K-th of N contiguous slices of the
+cells (sorted by version as given, then scenario id, so each runner needs few envs) and
+``replay merge`` joins the shards' JSON. A GitHub Actions workflow::
+
+    jobs:
+      matrix:
+        runs-on: ubuntu-latest
+        strategy:
+          fail-fast: false
+          matrix:
+            shard: [1, 2, 3, 4]
+        steps:
+          - uses: actions/checkout@v4
+          - uses: astral-sh/setup-uv@v5
+          - uses: actions/cache@v4
+            with:
+              path: .replay/envs
+              key: replay-envs-${{ runner.os }}-${{ hashFiles('replay/**/*.py', 'pyproject.toml') }}
+          - run: uv venv && uv pip install -e .
+          - run: >
+              .venv/bin/replay matrix --harness 0.54.0,0.60.0,0.62.0
+              --shard ${{ matrix.shard }}/4 --format json > shard-${{ matrix.shard }}.json || true
+          - uses: actions/upload-artifact@v4
+            with:
+              name: replay-shard-${{ matrix.shard }}
+              path: shard-${{ matrix.shard }}.json
+      report:
+        needs: matrix
+        if: always()
+        runs-on: ubuntu-latest
+        steps:
+          - uses: actions/checkout@v4
+          - uses: astral-sh/setup-uv@v5
+          - run: uv venv && uv pip install -e .
+          - uses: actions/download-artifact@v4
+            with:
+              pattern: replay-shard-*
+              merge-multiple: true
+          - run: .venv/bin/replay merge shard-*.json --format markdown
+
+``merge`` appends its Markdown to ``$GITHUB_STEP_SUMMARY`` and exits 1 when a cell
+changed, errored or is missing (a shard that never reported).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+from xml.sax.saxutils import escape, quoteattr
+
+from . import _envs
+from .differ import message_label
+from .errors import ReplayUsageError
+from .reporter import write_step_summary
+
+FORMAT_VERSION = 1
+Cell = dict[str, Any]
+Result = dict[str, Any]
+
+
+# --------------------------------------------------------------------------- planning
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    """``"K/N"`` with 1 <= K <= N, or None for the whole matrix."""
+    if not text:
+        return None
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
+        raise ReplayUsageError(f"--shard {text}: expected K/N with 1 <= K <= N (e.g. 2/4)")
+    return int(m.group(1)), int(m.group(2))
+
+
+def all_cells(scenarios: Sequence[str], versions: Sequence[str]) -> list[tuple[str, str]]:
+    """Every (version, scenario) cell in a fixed order: versions as given, scenario ids sorted."""
+    return [(v, s) for v in versions for s in sorted(set(scenarios))]
+
+
+def shard_cells(
+    scenarios: Sequence[str], versions: Sequence[str], shard: tuple[int, int] | None
+) -> list[tuple[str, str]]:
+    """The K-th of N contiguous, near-equal slices of the cells; slices cover each cell once.
+
+    Contiguous rather than round-robin so that a runner touches one or two versions and
+    builds only those envs.
+    """
+    cells = all_cells(scenarios, versions)
+    if shard is None:
+        return cells
+    k, n = shard
+    return cells[(k - 1) * len(cells) // n : k * len(cells) // n]
+
+
+# --------------------------------------------------------------------------- cells
+
+
+def _indices(idx: list[int]) -> str:
+    idx = sorted(set(idx))
+    if len(idx) > 2 and idx == list(range(idx[0], idx[-1] + 1)):
+        return f"{idx[0]}-{idx[-1]}"
+    return ",".join(map(str, idx))
+
+
+def _arrow(pair: Sequence[Any]) -> str:
+    a, b = ("-" if x is None else str(x) for x in pair)
+    return a if a == b else f"{a}→{b}"
+
+
+def _removed_parts(changes: Iterable[dict[str, Any]]) -> list[str]:
+    """Labels of message parts a request no longer carries (e.g. a dropped user prompt)."""
+    out = []
+    for c in changes:
+        if (
+            c.get("kind") == "removed"
+            and re.search(r"\.parts\[\d+\]$", c.get("path", ""))
+            and isinstance(c.get("old"), dict)
+        ):
+            out.append(message_label({"parts": [c["old"]]}))
+    return out
+
+
+def cell_from_run(sc: dict[str, Any]) -> Cell:
+    """Fold one scenario of ``replay run --format json`` into a matrix cell."""
+    status = sc.get("status", "error")
+    cell: Cell = {"status": status}
+    if sc.get("error"):
+        cell["error"] = _envs.one_line(str(sc["error"]))
+    if sc.get("result"):
+        cell["result"] = sc["result"]
+    cell["violations"] = sc.get("violations", [])
+    cell["new_violations"] = sc.get("new_violations", [])
+    if status != "changed":
+        return cell
+    reqs = sc.get("requests", [])
+    mains = sc.get("main_requests", [])
+    main_roles = {m["role"] for m in mains}
+    roles = {r: ab for r, ab in (sc.get("roles") or {}).items() if ab[0] != ab[1]}
+    by_role: dict[str, list[int]] = {}
+    for r in reqs:
+        by_role.setdefault(r["role"], []).append(r["index"])
+    lost: list[str] = []
+    lost_parts: list[str] = []
+    requests = []
+    for r in reqs:
+        parts = _removed_parts(r.get("changes", []))
+        r_lost = list(dict.fromkeys([*r.get("lost", []), *parts]))
+        if r["role"] in main_roles:
+            lost += [x for x in r_lost if x not in lost]
+            lost_parts += [x for x in parts if x not in lost_parts]
+        requests.append(
+            {
+                "request": f"{r['role']}[{r['index']}]",
+                "status": r["status"],
+                "messages": r.get("messages"),
+                "estimate": r.get("estimate"),
+                "lost": r_lost,
+                "gained": r.get("gained", []),
+                "changes": len(r.get("changes", [])),
+            }
+        )
+    estimates = [m["estimate"] for m in mains]
+    moved = any(e[0] != e[1] for e in estimates) or any(m["messages"][0] != m["messages"][1] for m in mains)
+    cell.update(
+        {
+            "changed_roles": sorted(set(by_role) | set(roles)),
+            "changed_requests": [f"{role}[{_indices(ix)}]" for role, ix in by_role.items()],
+            "roles": roles,
+            "estimates": estimates,
+            "estimate_deltas": ", ".join(_arrow(e) for e in estimates) if moved else "",
+            "lost": lost,
+            "lost_parts": lost_parts,
+            "requests": requests,
+            "outcome": sc.get("outcome"),
+            "observations": [c["path"] for c in sc.get("observations", [])],
+            "notes": sc.get("notes", []),
+        }
+    )
+    return cell
+
+
+def error_cell(reason: str) -> Cell:
+    return {"status": "error", "error": reason, "violations": [], "new_violations": []}
+
+
+# --------------------------------------------------------------------------- running
+
+
+class Progress(Protocol):
+    def env(self, label: str, text: str) -> None: ...
+    def advance(self, label: str, text: str) -> None: ...
+    def close(self) -> None: ...
+
+
+class PlainProgress:
+    """One line per event on stderr: readable in CI logs, no control codes."""
+
+    def __init__(self, totals: dict[str, int]) -> None:
+        self.totals = totals
+
+    def env(self, label: str, text: str) -> None:
+        print(f"matrix: {label}: {text}", file=sys.stderr, flush=True)
+
+    advance = env
+
+    def close(self) -> None:
+        pass
+
+
+class RichProgress:
+    """A live bar per version on a terminal."""
+
+    def __init__(self, totals: dict[str, int]) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self.p = Progress(
+            SpinnerColumn(),
+            TextColumn("[bold]{task.fields[label]}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.description}"),
+            console=Console(stderr=True),
+        )
+        from rich.markup import escape
+
+        self.escape = escape
+        self.tasks = {lab: self.p.add_task("waiting", total=n, label=escape(lab)) for lab, n in totals.items()}
+        self.p.start()
+
+    def env(self, label: str, text: str) -> None:
+        self.p.update(self.tasks[label], description=self.escape(text))
+
+    def advance(self, label: str, text: str) -> None:
+        self.p.update(self.tasks[label], description=self.escape(text), advance=1)
+
+    def close(self) -> None:
+        self.p.stop()
+
+
+def make_progress(totals: dict[str, int], force_plain: bool = False) -> Progress:
+    if force_plain or os.environ.get("CI") or not sys.stderr.isatty():
+        return PlainProgress(totals)
+    return RichProgress(totals)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    cassettes: Path | None = None
+    out: Path = Path(".replay/matrix")
+    extra_args: tuple[str, ...] = ()
+    """Passed to every ``replay run`` (e.g. ``--ignore`` rules)."""
+    cwd: Path = Path(".")
+
+
+def _replay_chunk(py: Path, ids: list[str], targets: dict[str, str], out: Path, opts: RunOptions) -> dict[str, Cell]:
+    """Run ``replay run`` in one env for some scenarios; never raises, errors become cells."""
+    args = list(dict.fromkeys(targets.get(i, i) for i in ids))
+    cmd = [str(py), "-P", "-m", "replay", "run", *args, "--format", "json", "--out", str(out.resolve())]
+    if opts.cassettes is not None:
+        cmd += ["--cassettes", str(opts.cassettes)]
+    cmd += list(opts.extra_args)
+    env = dict(os.environ, NO_COLOR="1")
+    for var in ("GITHUB_STEP_SUMMARY", "VIRTUAL_ENV", "PYTHONPATH"):
+        env.pop(var, None)
+    try:
+        proc = subprocess.run(
+            cmd, cwd=opts.cwd, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, check=False
+        )
+    except OSError as exc:
+        return {i: error_cell(f"cannot start replay: {exc}") for i in ids}
+    data: dict[str, Any] | None = None
+    if proc.returncode in (0, 1):
+        try:
+            data = json.loads(proc.stdout)
+        except ValueError:
+            data = None
+    if not isinstance(data, dict) or not isinstance(data.get("scenarios"), dict):
+        reason = _envs.one_line(proc.stderr or proc.stdout or f"replay exited {proc.returncode}")
+        return {i: error_cell(reason) for i in ids}
+    got = data["scenarios"]
+    return {i: cell_from_run(got[i]) if i in got else error_cell("scenario not found on this version") for i in ids}
+
+
+MIN_CHUNK = 4
+"""Scenarios per extra process: each ``replay run`` pays about a second importing pydantic-ai."""
+
+
+def _chunks(ids: list[str], n: int) -> list[list[str]]:
+    """Split one version's scenarios over ``n`` processes, but never into chunks too small to pay off."""
+    n = max(1, min(n, -(-len(ids) // MIN_CHUNK)))
+    return [ids[i::n] for i in range(n)]
+
+
+def run_matrix(
+    targets: dict[str, str],
+    versions: Sequence[_envs.VersionSpec],
+    *,
+    opts: RunOptions = RunOptions(),
+    jobs: int | None = None,
+    shard: tuple[int, int] | None = None,
+    env_dir: Path | None = None,
+    installer: _envs.Installer | None = None,
+    progress: Callable[[dict[str, int]], Progress] = make_progress,
+) -> Result:
+    """Build or reuse each version's env and replay its cells; ``targets`` maps scenario id → run target."""
+    jobs = max(1, jobs or os.cpu_count() or 1)
+    specs = [v.spec for v in versions]
+    cells = shard_cells(list(targets), specs, shard)
+    wanted: dict[str, list[str]] = {}
+    for spec, sid in cells:
+        wanted.setdefault(spec, []).append(sid)
+    active = [v for v in versions if v.spec in wanted]
+    per_version = max(1, jobs // max(1, len(active)))
+    plan = {v.spec: _chunks(wanted[v.spec], per_version) for v in active}
+    installer = installer or _envs.find_installer()
+    notice = _envs.fallback_notice(installer)
+    if notice and active:
+        print(notice, file=sys.stderr)
+    cache = _envs.env_cache_dir(env_dir)
+    tool_hash = _envs.tool_source_hash()
+    infos: dict[str, _envs.EnvInfo] = {}
+    timing: dict[str, float] = {}
+    left = {v.spec: len(plan[v.spec]) for v in active}
+    results: dict[str, dict[str, Cell]] = {}
+    bar = progress({v.label: 1 + len(plan[v.spec]) for v in active})
+    started = time.perf_counter()
+    try:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            pending: dict[Future[Any], tuple[str, Any]] = {}
+            for v in active:
+                bar.env(v.label, "preparing environment")
+                pending[pool.submit(_envs.ensure_env, v, cache, installer, tool_hash)] = ("env", v)
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    kind, payload = pending.pop(fut)
+                    if kind == "env":
+                        v, info = payload, fut.result()
+                        infos[v.spec] = info
+                        if info.status == "error":
+                            results[v.spec] = {s: error_cell(info.error or "install failed") for s in wanted[v.spec]}
+                            bar.advance(v.label, f"error: {info.error}")
+                            continue
+                        bar.advance(
+                            v.label, f"env {info.status} ({info.setup_seconds:.1f}s), harness {info.harness}; replaying"
+                        )
+                        timing[v.spec] = -time.perf_counter()
+                        for chunk in plan[v.spec]:
+                            f = pool.submit(_replay_chunk, info.python_exe, chunk, targets, opts.out / v.label, opts)
+                            pending[f] = ("run", (v, len(chunk)))
+                    else:
+                        v, n = payload
+                        got = fut.result()
+                        results.setdefault(v.spec, {}).update(got)
+                        counts = _counts(got.values())
+                        left[v.spec] -= 1
+                        if not left[v.spec]:
+                            timing[v.spec] = round(timing[v.spec] + time.perf_counter(), 3)
+                        bar.advance(
+                            v.label,
+                            f"{n} replayed: {counts['same']} same, {counts['changed']} changed, {counts['error']} error",
+                        )
+    finally:
+        bar.close()
+    wall = round(time.perf_counter() - started, 3)
+    version_rows = []
+    for v in versions:
+        info = infos.get(v.spec) or _envs.EnvInfo(v.spec, v.label, v.kind, "", "", "skipped")
+        row = info.as_json()
+        row["out"] = str(opts.out / v.label) if v.spec in wanted else None
+        row["replay_seconds"] = timing.get(v.spec)
+        version_rows.append(row)
+    scenarios: dict[str, dict[str, Cell]] = {}
+    for spec, sid in sorted(cells, key=lambda c: (c[1], specs.index(c[0]))):
+        scenarios.setdefault(sid, {})[spec] = results.get(spec, {}).get(sid) or error_cell("not run")
+    return _finish(
+        {
+            "matrix": FORMAT_VERSION,
+            "shard": f"{shard[0]}/{shard[1]}" if shard else None,
+            "grid": {"scenarios": sorted(targets), "versions": specs},
+            "versions": version_rows,
+            "scenarios": scenarios,
+            "seconds": wall,
+            "jobs": jobs,
+        }
+    )
+
+
+def _counts(cells: Iterable[Cell]) -> dict[str, int]:
+    out = {"same": 0, "changed": 0, "error": 0}
+    for c in cells:
+        out[c["status"] if c["status"] in out else "error"] += 1
+    return out
+
+
+def _finish(result: Result) -> Result:
+    counts = _counts(c for row in result["scenarios"].values() for c in row.values())
+    head = {"changed": bool(counts["changed"] or counts["error"]), "summary": counts}
+    return {**head, **{k: v for k, v in result.items() if k not in head}}
+
+
+def exit_code(result: Result) -> int:
+    return 1 if result["changed"] else 0
+
+
+# --------------------------------------------------------------------------- merge
+
+
+def merge_results(docs: Sequence[tuple[str, Result]]) -> Result:
+    """Join shard results into one matrix; cells no shard reported become ``error``."""
+    if not docs:
+        raise ReplayUsageError("merge: give at least one results file")
+    for name, doc in docs:
+        if not isinstance(doc, dict) or doc.get("matrix") != FORMAT_VERSION or "grid" not in doc:
+            raise ReplayUsageError(f"{name}: not a replay matrix JSON result")
+    grid = docs[0][1]["grid"]
+    for name, doc in docs[1:]:
+        if doc["grid"] != grid:
+            raise ReplayUsageError(f"{name}: from a different matrix (other scenarios or versions) than {docs[0][0]}")
+    rows: dict[str, dict[str, Any]] = {}
+    for _, doc in docs:
+        for row in doc["versions"]:
+            if row["spec"] not in rows or rows[row["spec"]].get("status") == "skipped":
+                rows[row["spec"]] = row
+    scenarios: dict[str, dict[str, Cell]] = {}
+    for sid in grid["scenarios"]:
+        for spec in grid["versions"]:
+            cell = next((d["scenarios"][sid][spec] for _, d in docs if spec in d["scenarios"].get(sid, {})), None)
+            scenarios.setdefault(sid, {})[spec] = cell or error_cell("no result: a shard is missing from the merge")
+    shards = sorted({str(d["shard"]) for _, d in docs if d.get("shard")})
+    return _finish(
+        {
+            "matrix": FORMAT_VERSION,
+            "shard": None,
+            "merged": shards,
+            "grid": grid,
+            "versions": [rows.get(s, {"spec": s, "label": s, "status": "skipped"}) for s in grid["versions"]],
+            "scenarios": scenarios,
+        }
+    )
+
+
+def load_results(paths: Sequence[Path]) -> list[tuple[str, Result]]:
+    out = []
+    for p in paths:
+        try:
+            out.append((str(p), json.loads(p.read_text(encoding="utf-8"))))
+        except (OSError, ValueError) as exc:
+            raise ReplayUsageError(f"{p}: cannot read matrix results: {exc}") from None
+    return out
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def cell_lines(cell: Cell) -> list[str]:
+    """Short lines for one cell: status, what changed, estimate deltas, lost messages."""
+    status = cell["status"]
+    if status == "error":
+        return [f"error: {cell.get('error', '')}"]
+    lines = [status]
+    if status == "changed":
+        if cell.get("changed_requests"):
+            lines.append(", ".join(cell["changed_requests"]))
+        if cell.get("roles"):
+            lines.append("requests " + ", ".join(f"{r} {_arrow(ab)}" for r, ab in cell["roles"].items()))
+        if cell.get("estimate_deltas"):
+            lines.append(f"est {cell['estimate_deltas']}")
+        if cell.get("lost"):
+            lost = cell.get("lost_parts") or cell["lost"]  # a dropped prompt says more than its rewrapped message
+            text = ", ".join(lost[:4]) + (f" +{len(lost) - 4}" if len(lost) > 4 else "")
+            lines.append(f"lost {text}")
+        if cell.get("outcome"):
+            lines.append("outcome changed")
+        if cell.get("observations"):
+            lines.append(f"{len(cell['observations'])} observations changed")
+        if cell.get("notes"):
+            lines.append(f"divergence: {cell['notes'][0]}")
+    for key, word in (("new_violations", "new violation"), ("violations", "violation")):
+        for v in cell.get(key, []):
+            where = v.get("role", "") if v.get("index") is None else f"{v.get('role')}[{v.get('index')}]"
+            lines.append(f"{word}: {v.get('invariant', '?')} {where}".rstrip())
+    return lines
+
+
+def _label_of(result: Result) -> dict[str, str]:
+    return {row["spec"]: row.get("label") or row["spec"] for row in result["versions"]}
+
+
+def _version_line(row: dict[str, Any]) -> str:
+    if row.get("status") == "error":
+        return f"{row['spec']}: error: {row.get('error')}"
+    if row.get("status") == "skipped":
+        return f"{row['spec']}: not in this shard"
+    return (
+        f"{row['spec']}: harness {row.get('harness')}, slim {row.get('slim')}, python {row.get('python')}, "
+        f"env {row.get('status')} ({row.get('setup_seconds', 0):.1f}s)"
+    )
+
+
+def _title(result: Result) -> str:
+    c = result["summary"]
+    shard = f" (shard {result['shard']})" if result.get("shard") else ""
+    return f"harness-replay matrix{shard}: {c['same']} same, {c['changed']} changed, {c['error']} error"
+
+
+def render_text(result: Result) -> None:
+    from rich.console import Console
+    from rich.markup import escape as esc
+    from rich.table import Table
+
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    labels = _label_of(result)
+    specs = [s for s in result["grid"]["versions"] if any(s in row for row in result["scenarios"].values())]
+    table = Table(title=_title(result), show_lines=True)
+    table.add_column("scenario", no_wrap=True)
+    for s in specs:
+        table.add_column(labels.get(s, s))
+    style = {"same": "green", "changed": "yellow", "error": "red"}
+    for sid, row in result["scenarios"].items():
+        cells = []
+        for s in specs:
+            c = row.get(s)
+            if c is None:
+                cells.append("")
+                continue
+            lines = cell_lines(c)
+            st = style.get(c["status"], "red")
+            cells.append(f"[{st}]{esc(lines[0])}[/{st}]" + "".join("\n" + esc(x) for x in lines[1:]))
+        table.add_row(esc(sid), *cells)
+    console.print(table)
+    for row in result["versions"]:
+        console.print(esc(_version_line(row)))
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(result: Result) -> str:
+    labels = _label_of(result)
+    specs = result["grid"]["versions"]
+    icon = {"same": "✅", "changed": "⚠️", "error": "❌"}
+    out = [f"### {_title(result)}", ""]
+    out.append("| scenario | " + " | ".join(f"`{_md(labels.get(s, s))}`" for s in specs) + " |")
+    out.append("|---|" + "---|" * len(specs))
+    for sid, row in result["scenarios"].items():
+        cells = []
+        for s in specs:
+            c = row.get(s)
+            if c is None:
+                cells.append("")
+                continue
+            lines = cell_lines(c)
+            cells.append(f"{icon.get(c['status'], '❌')} " + "<br>".join(_md(x) for x in lines))
+        out.append(f"| `{_md(sid)}` | " + " | ".join(cells) + " |")
+    out += ["", "| version | harness | slim | python | env |", "|---|---|---|---|---|"]
+    for r in result["versions"]:
+        env = r.get("status", "")
+        if r.get("error"):
+            env += f": {r['error']}"
+        out.append(
+            f"| `{_md(r['spec'])}` | {r.get('harness') or ''} | {r.get('slim') or ''} | {r.get('python') or ''} | {_md(env)} |"
+        )
+    return "\n".join(out) + "\n"
+
+
+def render_junit(result: Result) -> str:
+    """One suite per version, one case per scenario, so dashboards show the matrix as tests."""
+    labels = _label_of(result)
+    out = ['<?xml version="1.0" encoding="utf-8"?>', "<testsuites>"]
+    for spec in result["grid"]["versions"]:
+        cells = [(sid, row[spec]) for sid, row in result["scenarios"].items() if spec in row]
+        if not cells:
+            continue
+        c = _counts(cell for _, cell in cells)
+        out.append(
+            f'<testsuite name={quoteattr("harness " + labels.get(spec, spec))} tests="{len(cells)}" '
+            f'failures="{c["changed"]}" errors="{c["error"]}" skipped="0">'
+        )
+        for sid, cell in cells:
+            classname, _, name = sid.rpartition("/")
+            out.append(f"<testcase classname={quoteattr(classname or 'replay')} name={quoteattr(name or sid)}>")
+            body = "\n".join(cell_lines(cell))
+            if cell["status"] == "error":
+                out.append(f"<error message={quoteattr(cell.get('error') or 'error')}>{escape(body)}</error>")
+            elif cell["status"] == "changed":
+                out.append(
+                    f"<failure message={quoteattr(' / '.join(cell_lines(cell)[1:3]) or 'changed')}>{escape(body)}</failure>"
+                )
+            out.append("</testcase>")
+        out.append("</testsuite>")
+    out.append("</testsuites>")
+    return "\n".join(out) + "\n"
+
+
+def emit(result: Result, fmt: str) -> None:
+    """Print ``result`` in ``fmt``; Markdown also goes to ``$GITHUB_STEP_SUMMARY`` when set."""
+    if fmt == "json":
+        print(json.dumps(result, indent=2, default=str))
+    elif fmt == "markdown":
+        print(render_markdown(result), end="")
+    elif fmt == "junit":
+        print(render_junit(result), end="")
+    else:
+        render_text(result)
+    if os.environ.get("GITHUB_STEP_SUMMARY"):
+        write_step_summary(render_markdown(result))

@@ -1,0 +1,172 @@
+"""`replay matrix` for real: envs built with uv (or venv + pip), replays on 0.54.0 and 0.62.0.
+
+The bundled cassettes were recorded on 0.62.0, so 0.62.0 replays them unchanged and 0.54.0
+shows the compaction changes. One environment cache is shared by the whole file: the first
+run builds the envs (a few seconds each) and the later tests reuse them, which is itself
+what one test checks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import ROOT
+
+from replay.matrix import render_markdown
+
+SCENARIOS = ["seed000/long", "seed001/keep_user_messages_true"]
+
+
+def _matrix(env_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, REPLAY_ENV_DIR=str(env_dir), CI="1")
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    return subprocess.run(
+        [sys.executable, "-m", "replay", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+
+
+def _json(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    try:
+        return json.loads(proc.stdout)
+    except ValueError:
+        raise AssertionError(f"exit {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}") from None
+
+
+def _statuses(doc: dict[str, Any]) -> dict[tuple[str, str], str]:
+    return {(s, v): c["status"] for s, row in doc["scenarios"].items() for v, c in row.items()}
+
+
+@pytest.fixture(scope="module")
+def env_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("replay-envs")
+
+
+@pytest.fixture(scope="module")
+def out_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("matrix-out")
+
+
+@pytest.fixture(scope="module")
+def cold(env_dir: Path, out_dir: Path) -> dict[str, Any]:
+    """The first, cold run: both envs are built here."""
+    proc = _matrix(
+        env_dir,
+        "matrix",
+        "--harness",
+        "0.54.0",
+        "--harness",
+        "0.62.0",
+        *SCENARIOS,
+        "--format",
+        "json",
+        "--out",
+        str(out_dir),
+    )
+    doc = _json(proc)
+    assert proc.returncode == 1, proc.stderr
+    return doc
+
+
+def test_two_versions_against_the_recording(cold: dict[str, Any], out_dir: Path) -> None:
+    versions = {v["spec"]: v for v in cold["versions"]}
+    assert list(versions) == ["0.54.0", "0.62.0"]
+    for spec, slim in (("0.54.0", "2.54.0"), ("0.62.0", "2.62.0")):
+        v = versions[spec]
+        assert v["status"] == "created" and v["reused"] is False and v["error"] is None
+        assert (v["harness"], v["slim"]) == (spec, slim)
+        assert f"pydantic-ai-harness=={spec}" in v["freeze"]
+        assert any(line.startswith("pydantic-ai-slim==") for line in v["freeze"])
+
+    long = cold["scenarios"]["seed000/long"]
+    assert long["0.62.0"]["status"] == "same"
+    old = long["0.54.0"]
+    assert old["status"] == "changed"
+    # per-request estimate deltas of the main agent, computed by the replay
+    assert len(old["estimates"]) == 3
+    assert all(a != b for a, b in old["estimates"]), old["estimates"]
+    assert old["estimate_deltas"] == ", ".join(f"{a}→{b}" for a, b in old["estimates"])
+    assert any(r.startswith("main[") for r in old["changed_requests"])
+
+    keep = cold["scenarios"]["seed001/keep_user_messages_true"]["0.54.0"]
+    assert keep["status"] == "changed"
+    assert "U11" in keep["lost"], keep["lost"]  # 0.54 drops the current prompt
+    assert cold["changed"] is True and cold["summary"]["changed"] >= 2
+
+    # each version's result cassettes, ready for `replay diff`
+    a, b = out_dir / "0.54.0" / "seed000" / "long.cassette", out_dir / "0.62.0" / "seed000" / "long.cassette"
+    assert a.is_file() and b.is_file()
+    diff = _matrix(Path("unused"), "diff", str(b), str(a), "--format", "json")
+    assert diff.returncode == 1 and json.loads(diff.stdout)["changed"] is True
+
+
+def test_second_run_reuses_environments(cold: dict[str, Any], env_dir: Path, out_dir: Path) -> None:
+    stamps = {p: p.stat().st_mtime_ns for p in env_dir.glob("*/.replay-env.json")}
+    assert len(stamps) == 2
+    proc = _matrix(
+        env_dir, "matrix", "--harness", "0.54.0,0.62.0", *SCENARIOS, "--format", "json", "--out", str(out_dir)
+    )
+    warm = _json(proc)
+    assert [v["status"] for v in warm["versions"]] == ["reused", "reused"]
+    assert all(v["reused"] and v["freeze"] for v in warm["versions"])
+    assert {p: p.stat().st_mtime_ns for p in env_dir.glob("*/.replay-env.json")} == stamps
+    assert _statuses(warm) == _statuses(cold)
+    assert "env reused" in proc.stderr  # plain progress lines when CI is set
+
+
+def test_uninstallable_version_is_an_error_column(cold: dict[str, Any], env_dir: Path, tmp_path: Path) -> None:
+    proc = _matrix(
+        env_dir,
+        "matrix",
+        "--harness",
+        "9.9.9",
+        "--harness",
+        "0.62.0",
+        "seed000/long",
+        "--format",
+        "json",
+        "--out",
+        str(tmp_path),
+    )
+    doc = _json(proc)
+    assert proc.returncode == 1
+    bad = next(v for v in doc["versions"] if v["spec"] == "9.9.9")
+    assert bad["status"] == "error" and "9.9.9" in bad["error"] and "\n" not in bad["error"]
+    cell = doc["scenarios"]["seed000/long"]["9.9.9"]
+    assert cell["status"] == "error" and cell["error"] == bad["error"]
+    assert doc["scenarios"]["seed000/long"]["0.62.0"]["status"] == "same"
+    assert next(v for v in doc["versions"] if v["spec"] == "0.62.0")["status"] == "reused"
+
+
+def test_shards_merge_into_the_full_table(cold: dict[str, Any], env_dir: Path, tmp_path: Path) -> None:
+    files = []
+    for k in (1, 2):
+        proc = _matrix(
+            env_dir, "matrix", "--harness", "0.54.0,0.62.0", *SCENARIOS,
+            "--shard", f"{k}/2", "--format", "json", "--out", str(tmp_path / "out"),
+        )  # fmt: skip
+        assert [v["status"] for v in _json(proc)["versions"]] == (
+            ["reused", "skipped"] if k == 1 else ["skipped", "reused"]
+        )
+        path = tmp_path / f"shard{k}.json"
+        path.write_text(json.dumps(_json(proc)))
+        files.append(str(path))
+    merged = _matrix(env_dir, "merge", *files, "--format", "json")
+    doc = _json(merged)
+    assert merged.returncode == 1
+    assert _statuses(doc) == _statuses(cold)
+    deltas = [d["scenarios"]["seed000/long"]["0.54.0"]["estimate_deltas"] for d in (doc, cold)]
+    assert deltas[0] == deltas[1]
+    md = render_markdown(doc)
+    assert "| scenario | `0.54.0` | `0.62.0` |" in md and "| `seed000/long` | ⚠️ changed" in md

@@ -1,0 +1,315 @@
+"""`replay matrix` without installing anything: spec parsing, shards, merge, cache keys, cells."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from replay import _envs
+from replay import matrix as mx
+from replay.errors import ReplayUsageError
+
+# --------------------------------------------------------------------------- version specs
+
+
+def test_release_and_comma_lists_keep_order_and_drop_duplicates() -> None:
+    specs = _envs.parse_versions(["0.54.0,0.62.0", "0.60.0", "0.54.0", " 0.63.0rc1 "])
+    assert [s.spec for s in specs] == ["0.54.0", "0.62.0", "0.60.0", "0.63.0rc1"]
+    assert specs[0].kind == "release"
+    assert specs[0].requirement == "pydantic-ai-harness==0.54.0"
+    assert specs[0].label == "0.54.0"
+    assert _envs.parse_versions(["v0.62.0"])[0].requirement == "pydantic-ai-harness==0.62.0"
+
+
+def test_local_wheel_and_checkout(tmp_path: Path) -> None:
+    wheel = tmp_path / "pydantic_ai_harness-0.63.0.dev1-py3-none-any.whl"
+    wheel.write_bytes(b"not really a zip")
+    checkout = tmp_path / "harness"
+    checkout.mkdir()
+    (checkout / "pyproject.toml").write_text("[project]\nname='pydantic-ai-harness'\n")
+    w, s = _envs.parse_versions([str(wheel), str(checkout)])
+    assert (w.kind, w.requirement) == ("wheel", str(wheel.resolve()))
+    assert w.label == "pydantic_ai_harness-0.63.0.dev1-py3-none-any"
+    assert (s.kind, s.requirement, s.label) == ("source", str(checkout.resolve()), "src-harness")
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("0.60.0..0.62.0", "ranges are not supported"),
+        ("latest", "not a release number"),
+        ("./nowhere/harness.whl", "no such file"),
+        (",", "at least one version"),
+    ],
+)
+def test_bad_specs_are_usage_errors(value: str, message: str) -> None:
+    with pytest.raises(ReplayUsageError, match=message):
+        _envs.parse_versions([value])
+
+
+def test_directory_without_project_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ReplayUsageError, match="not a wheel"):
+        _envs.parse_versions([str(tmp_path)])
+
+
+# --------------------------------------------------------------------------- cache keys
+
+
+def _tool(tmp_path: Path, body: str = "x = 1\n") -> Path:
+    root = tmp_path / "tool"
+    (root / "replay").mkdir(parents=True, exist_ok=True)
+    (root / "replay" / "a.py").write_text(body)
+    (root / "pyproject.toml").write_text("[project]\nname='harness-replay'\n")
+    return root
+
+
+def test_cache_key_is_stable_and_tracks_its_inputs(tmp_path: Path) -> None:
+    spec = _envs.parse_versions(["0.54.0"])[0]
+    root = _tool(tmp_path)
+    h1 = _envs.tool_source_hash(root)
+    assert h1 == _envs.tool_source_hash(root)
+    key = _envs.env_key(spec, h1, python="cpython-3.11.7")
+    assert key == _envs.env_key(spec, h1, python="cpython-3.11.7")
+    assert len(key) == 16
+    # other version, other Python, edited tool source: each gets its own env
+    assert key != _envs.env_key(_envs.parse_versions(["0.62.0"])[0], h1, python="cpython-3.11.7")
+    assert key != _envs.env_key(spec, h1, python="cpython-3.12.1")
+    (root / "replay" / "a.py").write_text("x = 2\n")
+    assert _envs.tool_source_hash(root) != h1
+    # caches and bytecode do not count
+    h2 = _envs.tool_source_hash(root)
+    (root / "replay" / "__pycache__").mkdir()
+    (root / "replay" / "__pycache__" / "a.cpython-311.py").write_text("junk")
+    (root / "README.md").write_text("docs")
+    assert _envs.tool_source_hash(root) == h2
+
+
+def test_local_wheel_key_follows_its_bytes(tmp_path: Path) -> None:
+    wheel = tmp_path / "pydantic_ai_harness-1.0-py3-none-any.whl"
+    wheel.write_bytes(b"one")
+    spec = _envs.parse_versions([str(wheel)])[0]
+    k1 = _envs.env_key(spec, "tool", python="p")
+    wheel.write_bytes(b"two")
+    assert _envs.env_key(spec, "tool", python="p") != k1
+
+
+def test_stamped_env_is_reused_and_unstamped_one_rebuilt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    builds: list[str] = []
+
+    def fake_build(info: _envs.EnvInfo, spec: _envs.VersionSpec, installer: _envs.Installer, root: Path) -> None:
+        builds.append(spec.spec)
+        py = _envs.env_python(Path(info.path))
+        py.parent.mkdir(parents=True)
+        py.write_text("")
+        info.harness, info.slim, info.python, info.freeze = spec.spec, "2.0", "3.11", ["a==1"]
+
+    monkeypatch.setattr(_envs, "_build", fake_build)
+    spec = _envs.parse_versions(["0.54.0"])[0]
+    inst = _envs.Installer("uv", ("uv",))
+    first = _envs.ensure_env(spec, tmp_path, inst, "h")
+    assert first.status == "created" and not first.reused and builds == ["0.54.0"]
+    second = _envs.ensure_env(spec, tmp_path, inst, "h")
+    assert second.status == "reused" and second.reused and second.freeze == ["a==1"] and builds == ["0.54.0"]
+    (Path(first.path) / _envs.STAMP).unlink()  # an install killed before the stamp
+    assert _envs.ensure_env(spec, tmp_path, inst, "h").status == "created" and len(builds) == 2
+    # a new tool source builds a new env and prunes the stale one of the same version
+    third = _envs.ensure_env(spec, tmp_path, inst, "h2")
+    assert third.path != first.path and not Path(first.path).exists()
+
+
+def test_install_failure_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def failing(info: _envs.EnvInfo, spec: _envs.VersionSpec, installer: _envs.Installer, root: Path) -> None:
+        Path(info.path).mkdir(parents=True)
+        raise _envs._InstallError("install: no version 9.9.9")
+
+    monkeypatch.setattr(_envs, "_build", failing)
+    info = _envs.ensure_env(_envs.parse_versions(["9.9.9"])[0], tmp_path, _envs.Installer("pip"), "h")
+    assert info.status == "error" and info.error == "install: no version 9.9.9"
+    assert not Path(info.path).exists()
+
+
+def test_one_line_picks_the_reason() -> None:
+    uv = (
+        "Using Python 3.11.7 environment at: env\n"
+        "error: No solution found when resolving dependencies\n"
+        "  cause: Because there is no version of pydantic-ai-harness==9.9.9 and you require it, "
+        "we can conclude that your requirements are unsatisfiable.\n"
+        "hint: try something\n"
+    )
+    assert _envs.one_line(uv).startswith("Because there is no version of pydantic-ai-harness==9.9.9")
+    assert _envs.one_line("  × Failed to build\n  ╰─▶ boom\n") == "Failed to build: boom"
+    assert _envs.one_line("") == "failed (no message)"
+    assert "\n" not in _envs.one_line("a\n" * 500) and len(_envs.one_line("x" * 1000)) <= 240
+
+
+# --------------------------------------------------------------------------- shards
+
+
+def test_shards_cover_every_cell_once_and_are_deterministic() -> None:
+    scenarios = [f"s{i:02}" for i in range(13)]
+    versions = ["0.54.0", "0.60.0", "0.62.0"]
+    everything = mx.all_cells(scenarios, versions)
+    for n in (1, 2, 3, 4, 7, 39, 50):
+        parts = [mx.shard_cells(scenarios, versions, (k, n)) for k in range(1, n + 1)]
+        flat = [c for p in parts for c in p]
+        assert sorted(flat) == sorted(everything) and len(flat) == len(everything)
+        assert max(map(len, parts)) - min(map(len, parts)) <= 1
+        # same split whatever order the scenarios were discovered in
+        again = [mx.shard_cells(list(reversed(scenarios)), versions, (k, n)) for k in range(1, n + 1)]
+        assert again == parts
+    # contiguous slices: with one shard per version, each runner needs one environment
+    assert {v for v, _ in mx.shard_cells(scenarios, versions, (2, 3))} == {"0.60.0"}
+
+
+@pytest.mark.parametrize("text", ["0/2", "3/2", "1", "a/b", "1/0"])
+def test_bad_shard(text: str) -> None:
+    with pytest.raises(ReplayUsageError, match="--shard"):
+        mx.parse_shard(text)
+
+
+def test_parse_shard() -> None:
+    assert mx.parse_shard("2/4") == (2, 4)
+    assert mx.parse_shard(None) is None
+
+
+# --------------------------------------------------------------------------- cells
+
+
+RUN_CHANGED = {
+    "status": "changed",
+    "result": "out/0.54.0/seed001/x.cassette",
+    "roles": {"main": [1, 1], "summarizing_compaction": [1, 2]},
+    "main_requests": [{"role": "main", "index": 0, "messages": [1, 1], "estimate": [4, 12]}],
+    "requests": [
+        {
+            "role": "main",
+            "index": 0,
+            "status": "changed",
+            "messages": [1, 1],
+            "estimate": [4, 12],
+            "lost": ["Summary. U6 U11"],
+            "gained": ["Summary of previous"],
+            "changes": [
+                {
+                    "path": "main[0].messages[0].parts[5]",
+                    "kind": "removed",
+                    "old": {"content": "U11", "part_kind": "user-prompt"},
+                },
+                {"path": "main[0].messages[0].parts[0].content", "kind": "changed", "old": "a", "new": "b"},
+            ],
+        },
+        {"role": "summarizing_compaction", "index": 1, "status": "added", "lost": [], "gained": [], "changes": []},
+    ],
+    "observations": [{"path": "observations.x", "kind": "changed", "old": 1, "new": 2}],
+    "notes": [],
+    "new_violations": [
+        {"invariant": "content_lost", "role": "main", "index": 0, "message": "lost U11", "evidence": {}}
+    ],
+    "violations": [],
+}
+
+
+def test_changed_cell_names_requests_deltas_and_lost_parts() -> None:
+    cell = mx.cell_from_run(RUN_CHANGED)
+    assert cell["status"] == "changed"
+    assert cell["changed_requests"] == ["main[0]", "summarizing_compaction[1]"]
+    assert cell["roles"] == {"summarizing_compaction": [1, 2]}
+    assert cell["estimate_deltas"] == "4→12"
+    assert cell["lost"] == ["Summary. U6 U11", "U11"]
+    assert cell["lost_parts"] == ["U11"]
+    assert cell["new_violations"][0]["invariant"] == "content_lost"
+    lines = mx.cell_lines(cell)
+    assert (
+        lines[0] == "changed"
+        and "est 4→12" in lines
+        and "lost U11" in lines
+        and "requests summarizing_compaction 1→2" in lines
+    )
+    assert "new violation: content_lost main[0]" in lines
+
+
+def test_same_and_error_cells() -> None:
+    assert mx.cell_from_run({"status": "same", "requests": []})["status"] == "same"
+    err = mx.cell_from_run({"status": "error", "error": "boom\nmore"})
+    assert err == {"status": "error", "error": "boom: more", "violations": [], "new_violations": []}
+
+
+# --------------------------------------------------------------------------- merge
+
+
+def _shard_result(shard: tuple[int, int], statuses: dict[tuple[str, str], str]) -> dict:
+    scenarios = ["a", "b"]
+    versions = ["0.54.0", "0.62.0"]
+    mine = mx.shard_cells(scenarios, versions, shard)
+    out: dict[str, dict[str, dict]] = {}
+    for v, s in mine:
+        out.setdefault(s, {})[v] = {"status": statuses[(s, v)], "violations": [], "new_violations": []}
+    rows = [
+        {"spec": v, "label": v, "status": "reused" if any(c[0] == v for c in mine) else "skipped", "harness": v}
+        for v in versions
+    ]
+    return mx._finish(
+        {
+            "matrix": mx.FORMAT_VERSION,
+            "shard": f"{shard[0]}/{shard[1]}",
+            "grid": {"scenarios": scenarios, "versions": versions},
+            "versions": rows,
+            "scenarios": out,
+        }
+    )
+
+
+STATUSES = {("a", "0.54.0"): "changed", ("b", "0.54.0"): "same", ("a", "0.62.0"): "same", ("b", "0.62.0"): "same"}
+
+
+def test_merge_of_two_shards_is_the_whole_table(tmp_path: Path) -> None:
+    one, two = _shard_result((1, 2), STATUSES), _shard_result((2, 2), STATUSES)
+    assert one["changed"] and not two["changed"]
+    paths = []
+    for i, doc in enumerate((two, one)):
+        p = tmp_path / f"shard{i}.json"
+        p.write_text(json.dumps(doc))
+        paths.append(p)
+    merged = mx.merge_results(mx.load_results(paths))
+    assert {(s, v): c["status"] for s, row in merged["scenarios"].items() for v, c in row.items()} == STATUSES
+    assert merged["summary"] == {"same": 3, "changed": 1, "error": 0}
+    assert mx.exit_code(merged) == 1
+    assert [r["status"] for r in merged["versions"]] == ["reused", "reused"]
+    assert merged["merged"] == ["1/2", "2/2"]
+    md = mx.render_markdown(merged)
+    assert "| `a` | ⚠️ changed | ✅ same |" in md
+
+
+def test_merge_reports_missing_shards_and_refuses_other_matrices() -> None:
+    merged = mx.merge_results([("1", _shard_result((1, 2), STATUSES))])
+    assert merged["scenarios"]["b"]["0.62.0"]["status"] == "error"
+    assert "missing" in merged["scenarios"]["b"]["0.62.0"]["error"]
+    other = _shard_result((2, 2), STATUSES)
+    other["grid"] = {"scenarios": ["a"], "versions": ["0.62.0"]}
+    with pytest.raises(ReplayUsageError, match="different matrix"):
+        mx.merge_results([("1", _shard_result((1, 2), STATUSES)), ("2", other)])
+    with pytest.raises(ReplayUsageError, match="not a replay matrix"):
+        mx.merge_results([("x", {"changed": False, "scenarios": {}})])
+
+
+def test_one_line_for_pip() -> None:
+    pip = (
+        "WARNING: Location 'file:///x' is ignored: it is neither a file nor a directory.\n"
+        "ERROR: Could not find a version that satisfies the requirement pydantic-ai-harness==9.9.9 (from versions: 0.1)\n"
+        "ERROR: No matching distribution found for pydantic-ai-harness==9.9.9\n"
+    )
+    assert _envs.one_line(pip) == "No matching distribution found for pydantic-ai-harness==9.9.9"
+
+
+def test_one_line_for_uv_cause_chain() -> None:
+    uv = (
+        "error: Failed to build `pydantic-ai-harness @ file:///src`\n"
+        "  cause: Failed to parse entry: `pydantic-ai-slim`\n"
+        "  cause: `pydantic-ai-slim` references a workspace in `tool.uv.sources`, but is not a workspace member\n"
+    )
+    assert _envs.one_line(uv) == (
+        "Failed to build `pydantic-ai-harness @ file:///src`: "
+        "`pydantic-ai-slim` references a workspace in `tool.uv.sources`, but is not a workspace member"
+    )
