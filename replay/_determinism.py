@@ -130,9 +130,10 @@ def _patch_modules() -> None:
     """Replace the functions in ``uuid``/``secrets`` and wherever a module imported them by name.
 
     ``from uuid import uuid4`` (as several harness modules do) copies the function into
-    the importing module, so patching ``uuid`` alone would miss it. Modules imported
-    after this point keep the originals. Nothing else is touched: ``os.urandom``,
-    ``random`` and ``ssl`` keep their real entropy.
+    the importing module, so patching ``uuid`` alone would miss it. A module that does so
+    while a scenario runs binds the replacement and keeps it afterwards, which is harmless:
+    outside a scenario it answers with the real function. Nothing else is touched:
+    ``os.urandom``, ``random`` and ``ssl`` keep their real entropy.
     """
     for module in list(sys.modules.values()):
         try:

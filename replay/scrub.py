@@ -284,11 +284,45 @@ _M = TypeVar("_M")
 def scrub_cassette(cassette: _M, config: ScrubConfig | None = None) -> _M:
     """A scrubbed copy of a cassette model, for the recorder's last step before writing.
 
-    Works on the model's plain-data dump, so exempt paths are dotted paths into that dump
-    (``messages.*.parts.*.content``), and message-table indices stay valid.
+    Exempt paths are dotted paths into the model's plain-data dump
+    (``messages.*.parts.*.content``); without any, the fields holding recorded data are
+    scrubbed directly, skipping a dump and re-validation of the whole cassette.
     """
-    data = cassette.model_dump(mode="python")  # type: ignore[attr-defined]
-    return type(cassette).model_validate(Scrubber(config).scrub(data))  # type: ignore[attr-defined,no-any-return]
+    scrubber = Scrubber(config)
+    if scrubber._exempt:
+        data = cassette.model_dump(mode="python")  # type: ignore[attr-defined]
+        return type(cassette).model_validate(scrubber.scrub(data))  # type: ignore[attr-defined,no-any-return]
+    s = scrubber._scrub_fast
+    c: Any = cassette
+
+    def error(e: Any) -> Any:
+        return None if e is None else e.model_copy(update={"message": s(e.message)})
+
+    exchanges = [
+        ex.model_copy(
+            update={
+                "events": s(ex.events),
+                "usage": s(ex.usage),
+                "instructions": s(ex.instructions),
+                "error": error(ex.error),
+            }
+        )
+        for ex in c.exchanges
+    ]
+    runs = [
+        r.model_copy(update={"prompt": s(r.prompt), "output": s(r.output), "error": error(r.error)}) for r in c.runs
+    ]
+    return c.model_copy(  # type: ignore[no-any-return]
+        update={
+            "messages": [s(m) for m in c.messages],
+            "blobs": [s(b) for b in c.blobs],
+            "exchanges": exchanges,
+            "runs": runs,
+            "outcome": c.outcome.model_copy(update={"output": s(c.outcome.output), "error": error(c.outcome.error)}),
+            "observations": [o.model_copy(update={"value": s(o.value)}) for o in c.observations],
+            "expectations": s(c.expectations),
+        }
+    )
 
 
 def _copy(value: Any) -> Any:
