@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import invariants
-from .cassette import Cassette, cassette_path, clean_stale_temps, load, save
+from .cassette import DEFAULT_LIMITS, Cassette, Limits, cassette_path, clean_stale_temps, load, save
 from .config import Config
 from .differ import diff
 from .errors import CassetteError, ReplayError
@@ -51,13 +51,14 @@ def replay_scenario(
     rules: Rules = Rules(),
     on_exhausted: OnExhausted = "fail",
     allow_hosts: Iterable[str] = (),
+    limits: Limits = DEFAULT_LIMITS,
 ) -> ScenarioReport:
     """Replay one scenario against its cassette and report what changed, never raising for one bad cassette."""
     path = cassette_path(cassettes, sc.id)
     if not path.exists():
         return ScenarioReport(sc.id, "error", error=f"{path}: no cassette (record it with: replay record {sc.id})")
     try:
-        recorded = load(path)
+        recorded = load(path, limits)
     except CassetteError as exc:
         return ScenarioReport(sc.id, "error", error=str(exc), cassette=str(path))
     try:
@@ -79,8 +80,8 @@ def replay_scenario(
     )
 
 
-def compare_files(a: Path, b: Path, rules: Rules = Rules()) -> ScenarioReport:
-    ca, cb = load(a), load(b)
+def compare_files(a: Path, b: Path, rules: Rules = Rules(), limits: Limits = DEFAULT_LIMITS) -> ScenarioReport:
+    ca, cb = load(a, limits), load(b, limits)
     la, lb = str(a), str(b)
     if ca.header.harness_version != cb.header.harness_version:
         la, lb = f"harness {ca.header.harness_version}", f"harness {cb.header.harness_version}"
@@ -90,8 +91,8 @@ def compare_files(a: Path, b: Path, rules: Rules = Rules()) -> ScenarioReport:
     return ScenarioReport(sid, "changed" if d.changed else "same", diff=d, cassette=str(a), result=str(b))
 
 
-def check_cassette(path: Path, cassette: Cassette | None = None) -> ScenarioReport:
-    c = cassette or load(path)
+def check_cassette(path: Path, cassette: Cassette | None = None, limits: Limits = DEFAULT_LIMITS) -> ScenarioReport:
+    c = cassette or load(path, limits)
     violations = invariants.run_checks(c)
     sid = c.header.scenario_id or str(path)
     return ScenarioReport(sid, "changed" if violations else "same", violations=violations, cassette=str(path))

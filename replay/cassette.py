@@ -181,7 +181,8 @@ class CassetteBuilder:
 class Limits:
     """Bounds on what the loader accepts, so a hostile file costs bounded time and memory."""
 
-    max_bytes: int = 256 * 1024 * 1024
+    max_bytes: int = 64 * 1024 * 1024
+    """Largest file accepted; decoded size can reach ~70x the file for hostile input, so keep it modest."""
     max_items: int = 1_000_000
     """Largest array or map inside the file."""
     max_string: int = 64 * 1024 * 1024

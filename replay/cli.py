@@ -16,7 +16,7 @@ import typer
 
 from . import _pipeline
 from .cassette import iter_cassettes, load
-from .config import Config, load_config
+from .config import Config, limits, load_config
 from .errors import ReplayError, ReplayUsageError
 from .reporter import ScenarioReport, emit
 
@@ -155,6 +155,7 @@ def run(
             rules=rules,
             on_exhausted=policy,  # type: ignore[arg-type]
             allow_hosts=[*config.allow_hosts, *(allow_host or [])],
+            limits=limits(config),
         )
         for sc in scenarios
     ]
@@ -170,8 +171,9 @@ def diff_cmd(
     ignore: IgnoreOpt = None,
 ) -> None:
     """Compare two cassettes structurally and summarise what changed."""
-    rules = _pipeline.rules_from(_config(), ignore or ())
-    report = _pipeline.compare_files(a, b, rules)
+    config = _config()
+    rules = _pipeline.rules_from(config, ignore or ())
+    report = _pipeline.compare_files(a, b, rules, limits(config))
     if fmt is Fmt.json:
         from .reporter import report_json
 
@@ -206,7 +208,7 @@ def check(
             if not matches:
                 raise ReplayUsageError(f"{t}: no such cassette, directory or recorded scenario id")
             paths += matches
-    reports = [_pipeline.check_cassette(p) for p in paths]
+    reports = [_pipeline.check_cassette(p, limits=limits(config)) for p in paths]
     if fmt is Fmt.json:
         violations = [dict(v.as_json(), scenario_id=r.scenario_id) for r in reports for v in r.violations]
         typer.echo(
@@ -230,7 +232,7 @@ def show(
     """Print a cassette readably (also usable as a git textconv)."""
     from .show import render_json, render_text
 
-    c = load(cassette)
+    c = load(cassette, limits(_config()))
     if fmt is ShowFmt.json:
         typer.echo(json.dumps(render_json(c, normalized=normalized), indent=2, default=str))
     else:
@@ -245,7 +247,7 @@ def ls_cmd(directory: Annotated[Path | None, typer.Argument(help="Cassette direc
         raise ReplayUsageError(f"{base}: no such directory")
     for path in iter_cassettes(base):
         try:
-            c = load(path)
+            c = load(path, limits(_config()))
         except ReplayError as exc:
             typer.echo(f"{path}  ERROR {exc}")
             continue

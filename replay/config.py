@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .cassette import DEFAULT_LIMITS, Limits
 from .errors import ReplayUsageError
 
 
@@ -41,6 +42,11 @@ _KNOWN = {
     "max-bytes": "max_bytes",
     "max_bytes": "max_bytes",
 }
+
+
+def limits(config: Config) -> Limits:
+    """Loader limits with ``[tool.replay] max-bytes`` applied."""
+    return Limits(max_bytes=config.max_bytes) if config.max_bytes else DEFAULT_LIMITS
 
 
 def find_pyproject(start: Path | None = None) -> Path | None:
