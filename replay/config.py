@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,6 +64,16 @@ def load_config(start: Path | None = None) -> Config:
     path = find_pyproject(start)
     if path is None:
         return Config()
+    try:
+        stamp = path.stat().st_mtime_ns
+    except OSError:
+        stamp = 0
+    return _load(path, stamp, Path.cwd())
+
+
+@functools.lru_cache(maxsize=16)
+def _load(path: Path, stamp: int, cwd: Path) -> Config:
+    """Parsed once per file version: the recorder reads the settings at every cassette it writes."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:

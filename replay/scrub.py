@@ -17,6 +17,7 @@ import functools
 import hashlib
 import itertools
 import os
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -78,6 +79,14 @@ _BUILTIN_RE = re.compile("|".join(f"(?P<{_KIND_GROUP[k]}>{p})" for k, p in _BUIL
 # away, so it is looked for only in strings that talk about AWS.
 _AWS_CONTEXT_RE = re.compile(r"(?i:(?<![a-z])aws|secret_?access_?key)|(?:AKIA|ASIA)[0-9A-Z]{16}")
 _AWS_SECRET_RE = re.compile(r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
+
+# has_secrets' screen: the literal each built-in shape starts with (keep in step with _BUILTIN;
+# tests seed every shape and grep the written bytes, so a missing literal fails them).
+_SCREEN_LITERALS = (
+    "-----BEGIN", "sk-", "sk_", "rk_", "AIza", "AKIA", "ASIA", "ghp_", "gho_", "ghu_", "ghs_", "ghr_",
+    "github_pat_", "glpat-", "xox", "hf_", "gsk_", "xai-", "pplx-", "r8_", "pylf_", "eyJ",
+)
+_SCREEN_AUTH_RE = re.compile(r"\b(?:bearer|basic)\s+[a-z0-9._~+/=-]{8,}")
 
 _ENV_NAME_RE = re.compile(r"key|token|secret|password", re.IGNORECASE)
 _SECRET_WORDS = frozenset(
@@ -175,6 +184,36 @@ class Scrubber:
             items = [self.scrub(item, f"{path}.{i}" if path else str(i)) for i, item in enumerate(value)]
             return items if isinstance(value, list) else tuple(items)
         return value
+
+    def has_secrets(self, values: Any) -> bool:
+        """Whether scrubbing ``values`` could change anything, decided on their JSON text.
+
+        Most cassettes hold no credential, and walking every node costs more than the
+        recording it protects. Every built-in shape starts with a fixed literal (``sk-``,
+        ``AIza``, ``-----BEGIN``, ``bearer ``…), so the screen looks for those (C-speed
+        substring scans), for environment secrets, and for secret-looking key names. It
+        may say yes needlessly (``task-`` holds ``sk-``), never no wrongly: a yes takes the
+        full per-string walk.
+        """
+        if self._user:
+            return True
+        try:
+            text = json.dumps(values, ensure_ascii=False, default=str)
+        except (TypeError, ValueError):
+            return True
+        if any(lit in text for lit in _SCREEN_LITERALS):
+            return True
+        low = text.lower()
+        if _SCREEN_AUTH_RE.search(low) or ("://" in text and "@" in text):
+            return True
+        if ("aws" in low or "secret_access_key" in low or "secretaccesskey" in low) and _AWS_SECRET_RE.search(text):
+            return True
+        for value in self._env_values:
+            if value in text or json.dumps(value, ensure_ascii=False)[1:-1] in text:
+                return True
+        # Every key is written as `"key": `; anything else caught this way only adds candidates.
+        keys = {piece[piece.rfind('"') + 1 :] for piece in text.split('": ')[:-1]}
+        return any(_is_secret_key(k) for k in keys)
 
     def _scrub_fast(self, value: Any) -> Any:
         """``scrub`` without exempt paths: no dotted path is built for every node."""
@@ -294,6 +333,12 @@ def scrub_cassette(cassette: _M, config: ScrubConfig | None = None) -> _M:
         return type(cassette).model_validate(scrubber.scrub(data))  # type: ignore[attr-defined,no-any-return]
     s = scrubber._scrub_fast
     c: Any = cassette
+    recorded = [c.messages, c.blobs, c.expectations, c.outcome.output, c.outcome.error and c.outcome.error.message]
+    recorded += [(ex.events, ex.usage, ex.instructions, ex.error and ex.error.message) for ex in c.exchanges]
+    recorded += [(r.prompt, r.output, r.error and r.error.message) for r in c.runs]
+    recorded += [o.value for o in c.observations]
+    if not scrubber.has_secrets(recorded):
+        return cassette
 
     def error(e: Any) -> Any:
         return None if e is None else e.model_copy(update={"message": s(e.message)})
