@@ -126,6 +126,11 @@ _REPLACEMENTS: dict[str, Callable[..., Any]] = {
 }
 
 
+_bindings: list[tuple[dict[str, Any], str]] = []
+"""Every (module namespace, name) found bound to an original, so re-entry needs no rescan."""
+_scanned: set[int] = set()
+
+
 def _patch_modules() -> None:
     """Replace the functions in ``uuid``/``secrets`` and wherever a module imported them by name.
 
@@ -133,9 +138,14 @@ def _patch_modules() -> None:
     the importing module, so patching ``uuid`` alone would miss it. A module that does so
     while a scenario runs binds the replacement and keeps it afterwards, which is harmless:
     outside a scenario it answers with the real function. Nothing else is touched:
-    ``os.urandom``, ``random`` and ``ssl`` keep their real entropy.
+    ``os.urandom``, ``random`` and ``ssl`` keep their real entropy. Only modules not seen
+    before are scanned (a scan of every module costs about a millisecond per scenario).
     """
-    for module in list(sys.modules.values()):
+    modules = list(sys.modules.values())
+    for module in modules:
+        if id(module) in _scanned:
+            continue
+        _scanned.add(id(module))
         try:
             namespace = vars(module)
         except Exception:  # odd objects some libraries put into sys.modules
@@ -144,15 +154,18 @@ def _patch_modules() -> None:
             continue
         for name, original in _ORIGINALS.items():
             if namespace.get(name) is original:
-                _patched.append((module, name, original))
-                namespace[name] = _REPLACEMENTS[name]
+                _bindings.append((namespace, name))
+    for namespace, name in _bindings:
+        original = _ORIGINALS[name]
+        if namespace.get(name) is original:
+            _patched.append((namespace, name, original))
+            namespace[name] = _REPLACEMENTS[name]
 
 
 def _restore() -> None:
-    for module, name, original in reversed(_patched):
-        namespace = vars(module)
-        if namespace.get(name) is _REPLACEMENTS[name]:
-            namespace[name] = original
+    for namespace, name, original in reversed(_patched):
+        if namespace.get(name) is _REPLACEMENTS[name]:  # type: ignore[attr-defined]
+            namespace[name] = original  # type: ignore[index]
     _patched.clear()
 
 
