@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from replay.scrub import ScrubConfig, Scrubber, placeholder
+from secret_shapes import leaks
 
 _rng = random.Random(20240611)
 ALNUM = string.ascii_letters + string.digits
@@ -92,19 +93,6 @@ ENV = {"MY_SERVICE_TOKEN": ENV_SECRET, "DEBUG": "1", "SHORT_KEY": "abc", "HOME":
 def scrubber(**kwargs: Any) -> Scrubber:
     kwargs.setdefault("env", ENV)
     return Scrubber(ScrubConfig(**kwargs))
-
-
-def leaks(data: bytes, secrets: list[str]) -> list[str]:
-    """Secrets (or a recognisable middle slice of one) found in serialised output."""
-    found = []
-    for secret in secrets:
-        forms = {secret, json.dumps(secret)[1:-1]}
-        if len(secret) >= 24:
-            middle = len(secret) // 2
-            forms.add(secret[middle - 6 : middle + 6])
-        if any(form.encode() in data for form in forms):
-            found.append(secret)
-    return found
 
 
 def cassette(case: tuple[str, str, Callable[[str], str]]) -> dict[str, Any]:
