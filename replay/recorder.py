@@ -225,7 +225,7 @@ class Session:
             index = self._counts.get(call.role, 0)
             self._counts[call.role] = index + 1
             seq = len(b.cassette.exchanges)
-            ex = Exchange(
+            ex = Exchange.model_construct(  # our own data: validated when loaded, not while recording
                 seq=seq,
                 role=call.role,
                 index=index,
@@ -239,7 +239,9 @@ class Session:
                 run=_RUN.get(),
             )
             b.cassette.exchanges.append(ex)
-            b.cassette.header.roles.setdefault(call.role, _origin_module(call))
+            roles = b.cassette.header.roles
+            if call.role not in roles:
+                roles[call.role] = _origin_module(call)
         return ex
 
     def store_response(self, ex: Exchange, response: Any) -> None:
