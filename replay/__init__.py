@@ -37,9 +37,32 @@ _EXPORTS = {
 from .errors import CassetteError, ReplayError, ReplayUsageError  # noqa: E402
 from .scenario import Run, Scenario, discover, scenario  # noqa: E402
 
-__all__ = sorted(
-    [*_EXPORTS, "CassetteError", "ReplayError", "ReplayUsageError", "Run", "Scenario", "discover", "scenario"]
-)
+__all__ = [
+    "Cassette",
+    "CassetteError",
+    "Diff",
+    "Limits",
+    "ReplayError",
+    "ReplayResult",
+    "ReplayUsageError",
+    "Rules",
+    "Run",
+    "Scenario",
+    "Session",
+    "Violation",
+    "diff",
+    "discover",
+    "load",
+    "loads",
+    "normalise",
+    "record",
+    "recording",
+    "register",
+    "replay",
+    "run_checks",
+    "save",
+    "scenario",
+]
 
 if TYPE_CHECKING:
     from .cassette import Cassette, Limits, load, loads, save

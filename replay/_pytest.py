@@ -1,35 +1,29 @@
-"""Glue behind the pytest plugin: one test's cassette, from choosing what to do to the verdict.
+"""Glue behind the pytest plugin, the light half: modes, naming and the session tally.
 
-``replay.plugin`` only declares hooks and fixtures (as pytest-recording does); everything
-they decide lives here so it can be read, and reused, without pytest's hook machinery. It
-calls the same stages as the CLI (recorder, CassetteSource, differ, invariants, reporter),
-so a test fails with the very lines ``replay diff`` prints.
+``replay.plugin`` only declares hooks and fixtures (as pytest-recording does). The plugin is
+loaded by every pytest run of a project that installs harness-replay, so this half imports
+nothing heavy; one test's cassette (``replay._pytest_cassette``) pulls in pydantic-ai,
+deepdiff and rich only when a test actually uses one.
 """
 
 from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
-from .cassette import SUFFIX, Cassette, Exchange, load, save
 from .config import Config, load_config
-from .differ import Diff, diff
-from .guard import NetworkGuard, network_guard
-from .normaliser import Rules
-from .recorder import Call, Session, base_header, finalize, session_scope
-from .replayer import CassetteSource, Divergence, OnExhausted, ReplayExhausted, offline
-from .reporter import diff_lines
+
+SUFFIX = ".cassette"  # replay.cassette.SUFFIX, without importing the cassette stack
 
 Mode = Literal["none", "once", "new", "all", "rewrite"]
 MODES: tuple[str, ...] = get_args(Mode)
 Action = Literal["record", "replay", "append"]
 Status = Literal["recorded", "replayed", "appended", "changed", "unrecorded", "unsaved"]
-ON_EXHAUSTED: tuple[str, ...] = get_args(OnExhausted)
+ON_EXHAUSTED: tuple[str, ...] = ("fail", "repeat", "fake")  # replay.replayer.OnExhausted
 
 
 def default_mode(environ: Mapping[str, str] = os.environ) -> Mode:
@@ -54,152 +48,6 @@ def shown(path: Path) -> str:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
-
-
-# --------------------------------------------------------------------------- one test
-
-
-class _TestSource(CassetteSource):
-    """A CassetteSource whose exhaustion error speaks pytest: test, role, cassette and the flag to record."""
-
-    def __init__(self, recorded: Cassette, on_exhausted: OnExhausted, test: TestCassette) -> None:
-        super().__init__(recorded, on_exhausted)
-        self.test = test
-
-    async def respond(self, call: Call, exchange: Exchange) -> Any:
-        try:
-            return await super().respond(call, exchange)
-        except ReplayExhausted:
-            raise ReplayExhausted(self.test.unrecorded(self.divergences[-1])) from None
-
-    def stream(self, call: Call, exchange: Exchange) -> Any:
-        try:
-            return super().stream(call, exchange)
-        except ReplayExhausted:
-            raise ReplayExhausted(self.test.unrecorded(self.divergences[-1])) from None
-
-
-@dataclass
-class TestCassette:
-    """The ``replay_cassette`` fixture's value: where the test's cassette is and what this run does with it."""
-
-    nodeid: str
-    path: Path
-    mode: Mode
-    mode_is_default: bool = False
-    on_exhausted: OnExhausted = "fail"
-    rules: Rules = field(default_factory=Rules)
-    allow_hosts: tuple[str, ...] = ()
-    action: Action = "record"
-    recorded: Cassette | None = None
-    """The cassette as found on disk (None when recording)."""
-    session: Session = field(init=False)
-    """Captures what the test sends: the new recording, or the replay's result to compare."""
-    source: CassetteSource | None = field(init=False, default=None)
-    guard: NetworkGuard | None = field(init=False, default=None)
-
-    def __post_init__(self) -> None:
-        exists = self.path.is_file()
-        if self.mode == "rewrite" and exists:
-            self.path.unlink()  # pytest-recording deletes first: a failing run leaves no stale cassette
-            exists = False
-        if self.mode in ("all", "rewrite") or (self.mode in ("once", "new") and not exists):
-            self.action = "record"
-        else:
-            self.action = "append" if self.mode == "new" else "replay"
-            self.recorded = load(self.path) if exists else Cassette()
-            policy: OnExhausted = "fake" if self.action == "append" else self.on_exhausted
-            self.source = _TestSource(self.recorded, policy, self)
-        header = base_header(scenario_id=self.nodeid, mode="record" if self.action == "record" else "replay")
-        self.session = Session(header, self.source)
-
-    @contextmanager
-    def active(self) -> Iterator[TestCassette]:
-        """Capture the model traffic made inside; a replay also has real models and the network locked."""
-        with ExitStack() as stack:
-            if self.action == "replay":
-                stack.enter_context(offline())
-                self.guard = stack.enter_context(network_guard(self.nodeid, allow=self.allow_hosts))
-            stack.enter_context(session_scope(self.session))
-            yield self
-
-    # ----------------------------------------------------------------- messages
-
-    def _flag_hint(self) -> str:
-        if self.recorded is not None and not self.path.is_file():
-            return "record it with --replay-mode=once"
-        return "append it with --replay-mode=new, or re-record the test with --replay-mode=all"
-
-    def unrecorded(self, divergence: Divergence) -> str:
-        where = f"request #{divergence.index + 1} of role {divergence.role!r}"
-        if not self.path.is_file():
-            missing = f"it has no cassette ({shown(self.path)})"
-        else:
-            held = len(self.recorded.by_role().get(divergence.role, [])) if self.recorded else 0
-            missing = f"{shown(self.path)} holds {held} request(s) of that role"
-        if self.mode == "none":
-            why = " (the default when CI is set)" if self.mode_is_default else ""
-            policy = f"--replay-mode=none{why} only replays"
-        else:
-            policy = f"--replay-mode={self.mode} only replays an existing cassette"
-        return f"harness-replay: test {self.nodeid} made {where}, but {missing} and {policy}; {self._flag_hint()}"
-
-    # ----------------------------------------------------------------- verdict
-
-    @property
-    def extra_ok(self) -> bool:
-        """Appending (mode new) or an explicit ``on_exhausted="repeat"`` asks for requests beyond the recording."""
-        return self.action == "append" or self.on_exhausted != "fail"
-
-    def compare(self) -> Diff:
-        """The replay against the recording, with divergences and new invariant violations, like ``replay diff``."""
-        assert self.recorded is not None and self.source is not None
-        result = finalize(self.session.cassette)
-        d = diff(self.recorded, result, self.rules, a_label="recorded", b_label="this run")
-        divergences = self.source.divergences + self.source.unused()
-        if self.guard is not None:
-            divergences += [Divergence("network", i, "network", f"blocked connection to {t}") for i, t in enumerate(self.guard.blocked)]
-        d.notes = [dv.describe() for dv in divergences if not (self.extra_ok and dv.kind == "exhausted")]
-        d.new_violations = _new_violations(self.recorded, result)
-        return d
-
-    def finish(self, passed: bool) -> tuple[Status, list[str]]:
-        """Save or compare once the test body is done; returns the status and, if the test must fail, why."""
-        if self.action == "record":
-            if not passed:
-                return "unsaved", []
-            save(finalize(self.session.cassette), self.path)
-            return "recorded", []
-        exhausted = [dv for dv in self.source.divergences if dv.kind == "exhausted"] if self.source else []
-        if exhausted and self.action == "replay" and self.on_exhausted == "fail":
-            return "unrecorded", [self.unrecorded(exhausted[0])]
-        d = self.compare()
-        if self.extra_ok:
-            d.requests = [r for r in d.requests if r.status != "added"]
-        if _changed_besides_additions(d) if self.extra_ok else d.changed:
-            head = f"harness-replay: test {self.nodeid} sent different model requests than {shown(self.path)} holds"
-            tail = "if the change is intended, re-record with --replay-mode=all"
-            return "changed", [head, *("  " + line for line in diff_lines(d)), tail]
-        if self.action == "append" and exhausted:
-            if not passed:
-                return "unsaved", []
-            save(finalize(self.session.cassette), self.path)
-            return "appended", []
-        return "replayed", []
-
-
-def _changed_besides_additions(d: Diff) -> bool:
-    return bool(d.requests or d.outcome or d.observations or d.notes or d.new_violations or any(r.a > r.b for r in d.roles))
-
-
-def _new_violations(recorded: Cassette, result: Cassette) -> list[Any]:
-    """Invariants broken by this run but not by the recording (tolerates an invariants module still in the making)."""
-    try:
-        from . import invariants
-    except ImportError:
-        return []
-    check = getattr(invariants, "new_violations", None)
-    return list(check(recorded, result)) if check is not None else []
 
 
 # --------------------------------------------------------------------------- the session

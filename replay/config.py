@@ -6,10 +6,12 @@ import functools
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .cassette import DEFAULT_LIMITS, Limits
 from .errors import ReplayUsageError
+
+if TYPE_CHECKING:
+    from .cassette import Limits
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,8 @@ _KNOWN = {
 
 def limits(config: Config) -> Limits:
     """Loader limits with ``[tool.replay] max-bytes`` applied."""
+    from .cassette import DEFAULT_LIMITS, Limits
+
     return Limits(max_bytes=config.max_bytes) if config.max_bytes else DEFAULT_LIMITS
 
 

@@ -10,17 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
-from ._pytest import MODES, ON_EXHAUSTED, Mode, Tally, TestCassette, cassette_name, default_dir, default_mode, shown
+from ._pytest import MODES, ON_EXHAUSTED, Mode, Tally, cassette_name, default_dir, default_mode, shown
 from .errors import ReplayError
-from .normaliser import Rules
-from .replayer import OnExhausted
+
+if TYPE_CHECKING:
+    from ._pytest_cassette import TestCassette
+    from .replayer import OnExhausted
 
 _TALLY = pytest.StashKey[Tally]()
-_ACTIVE = pytest.StashKey[TestCassette]()
+_ACTIVE = pytest.StashKey["TestCassette"]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -73,6 +75,9 @@ def replay_cassette(request: pytest.FixtureRequest, replay_cassette_dir: Path) -
     on_exhausted = options.pop("on_exhausted", "fail")
     if options or on_exhausted not in ON_EXHAUSTED:
         pytest.fail(f"@pytest.mark.replay: unknown options {sorted(options)} or on_exhausted={on_exhausted!r}", pytrace=False)
+    from ._pytest_cassette import TestCassette  # heavy: only for tests that use a cassette
+    from .normaliser import Rules
+
     tally = item.config.stash[_TALLY]
     path = replay_cassette_dir / f"{_name(item)}.cassette"
     try:
@@ -81,7 +86,7 @@ def replay_cassette(request: pytest.FixtureRequest, replay_cassette_dir: Path) -
             path,
             tally.mode,
             mode_is_default=item.config.getoption("replay_mode") is None,
-            on_exhausted=cast(OnExhausted, on_exhausted),
+            on_exhausted=cast("OnExhausted", on_exhausted),
             rules=Rules.of(tally.config(item.config.rootpath).ignore),
             allow_hosts=tally.config(item.config.rootpath).allow_hosts,
         )
