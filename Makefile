@@ -16,11 +16,20 @@ $(VENV)/.installed: pyproject.toml | $(UV)
 
 setup: $(VENV)/.installed
 
-## demo: replay every bundled cassette on the installed harness, then a two-version matrix
+# Exit status 1 means "found a change or violation", which is what the demo is there to show;
+# only 2 (bad input, broken cassette) fails it.
+ok1 = status=$$?; [ $$status -le 1 ]
+
+## demo: replay every bundled cassette on the installed harness, check them, then a two-version matrix
 demo: setup
-	-$(VENV)/bin/replay run
-	-$(VENV)/bin/replay check cassettes/seed000 cassettes/seed001
-	$(VENV)/bin/replay matrix --harness 0.54.0 --harness $(HARNESS) seed000/long seed001/keep_user_messages_true
+	@echo "== 1/3 replay every bundled cassette on the installed harness ($(HARNESS)): expect all same"
+	@$(VENV)/bin/replay run; $(ok1)
+	@echo
+	@echo "== 2/3 invariant checks on the seed recordings: the seed regressions, found on one version"
+	@$(VENV)/bin/replay check cassettes/seed000 cassettes/seed001; $(ok1)
+	@echo
+	@echo "== 3/3 before you upgrade: the same cassettes on 0.54.0 and $(HARNESS), each in its own uv environment"
+	@$(VENV)/bin/replay matrix --harness 0.54.0 --harness $(HARNESS) seed000/long seed001/keep_user_messages_true; $(ok1)
 
 test: setup
 	$(PY) -m pytest -q
