@@ -50,15 +50,12 @@ if TYPE_CHECKING:
 _METHODS: tuple[Kind, ...] = ("request", "request_stream", "count_tokens", "compact_messages")
 
 
-def _lazy_adapters() -> tuple[TypeAdapter[Any], TypeAdapter[Any]]:
+@functools.cache
+def adapters() -> tuple[TypeAdapter[Any], TypeAdapter[Any]]:
+    """(messages, stream events) adapters of the installed pydantic-ai, built once, on first use."""
     from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelResponseStreamEvent
 
     return ModelMessagesTypeAdapter, TypeAdapter(ModelResponseStreamEvent)
-
-
-@functools.cache
-def adapters() -> tuple[TypeAdapter[Any], TypeAdapter[Any]]:
-    return _lazy_adapters()
 
 
 def dump_messages(messages: Any) -> list[dict[str, Any]]:
