@@ -133,3 +133,16 @@ def test_check_determinism_needs_two_runs(cli: Callable[..., Any], project: Path
     (project / "scenarios" / "ids.py").write_text(SCENARIOS)
     result = cli("record", "--check-determinism", "1")
     assert result.code == 2
+
+
+def test_all_bundled_scenarios_are_deterministic_over_three_recordings() -> None:
+    """The issue's bar: every bundled scenario, N=3 fresh processes, byte-identical normalised cassettes."""
+    from conftest import ROOT
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "replay", "record", "--check-determinism", "3"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+    assert sum(ln.startswith("identical ") for ln in lines) >= 24, proc.stdout
