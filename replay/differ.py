@@ -79,6 +79,10 @@ class Diff:
     notes: list[str] = field(default_factory=list)
     """Divergences from the replay (exhausted roles, unused recorded requests, blocked network)."""
     new_violations: list[Any] = field(default_factory=list)
+    versions: tuple[str, str] = ("", "")
+    """``harness X, slim Y`` of each side, so a report says what it compared."""
+    warnings: list[str] = field(default_factory=list)
+    """Worth knowing, not a behavioural change (e.g. the scenario's source was edited since recording)."""
 
     @property
     def changed(self) -> bool:
@@ -217,7 +221,20 @@ def diff(
         main_requests=mains,
         outcome=outcome,
         observations=observations,
+        versions=(_version(na.source), _version(nb.source)),
+        warnings=_warnings(na.source, nb.source),
     )
+
+
+def _version(c: Cassette) -> str:
+    return f"harness {c.header.harness_version}, slim {c.header.slim_version}"
+
+
+def _warnings(a: Cassette, b: Cassette) -> list[str]:
+    ha, hb = a.header, b.header
+    if ha.source_hash and hb.source_hash and ha.source_hash != hb.source_hash:
+        return ["the scenario's source changed since the recording: a difference may come from the edit, not the harness"]
+    return []
 
 
 def _obs(n: NormalCassette) -> dict[str, Any]:

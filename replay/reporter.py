@@ -77,6 +77,8 @@ def diff_json(d: Diff) -> dict[str, Any]:
         "outcome": list(d.outcome) if d.outcome else None,
         "observations": [change_json(c) for c in d.observations],
         "notes": d.notes,
+        "warnings": d.warnings,
+        "versions": list(d.versions),
         "new_violations": [v.as_json() for v in d.new_violations],
     }
 
@@ -125,6 +127,9 @@ def _estimates_line(d: Diff) -> str | None:
 def diff_lines(d: Diff, *, details: bool = True, max_changes: int = 12) -> list[str]:
     """Plain lines (rich markup) for one diff: the summary first, then the details."""
     lines: list[str] = []
+    if d.versions[0] != d.versions[1]:
+        lines.append(f"{d.a_label}: {d.versions[0]}; {d.b_label}: {d.versions[1]}")
+    lines += [f"warning: {w}" for w in d.warnings]
     counts = [f"{r.role} {r.a}→{r.b}" if r.a != r.b else f"{r.role} {r.a}" for r in d.roles]
     lines.append("requests per role: " + ", ".join(counts))
     est = _estimates_line(d)
@@ -181,6 +186,9 @@ def print_text(reports: Sequence[ScenarioReport], console: Console | None = None
         if r.diff is not None and r.status != "same":
             for line in diff_lines(r.diff, details=details):
                 console.print("         " + rich_escape(line))
+        elif r.diff is not None:
+            for w in r.diff.warnings:
+                console.print("         [yellow]warning[/yellow] " + rich_escape(w))
         for v in r.violations:
             console.print("         [red]violation[/red] " + rich_escape(v.describe()))
     c = summary_counts(reports)

@@ -75,11 +75,13 @@ _REGISTRY: dict[str, Scenario] = {}
 
 
 def _source_hash(func: Callable[..., Any]) -> str:
+    """Hash of the whole file: module-level constants and helpers shape a scenario as much as its body."""
     try:
-        source = inspect.getsource(func)
+        file = inspect.getsourcefile(func)
+        source = Path(file).read_bytes() if file else func.__qualname__.encode()
     except (OSError, TypeError):
-        source = func.__qualname__
-    return hashlib.blake2b(source.encode(), digest_size=8).hexdigest()
+        source = func.__qualname__.encode()
+    return hashlib.blake2b(source, digest_size=8).hexdigest()
 
 
 def _module_stem(func: Callable[..., Any]) -> str:

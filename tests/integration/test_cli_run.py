@@ -82,3 +82,12 @@ def test_bundled_scenarios_replay_clean_in_fresh_processes_three_times() -> None
         assert proc.returncode == 0, {k: v for k, v in doc["scenarios"].items() if v["status"] != "same"}
         assert doc["summary"]["changed"] == 0 and doc["summary"]["error"] == 0
         assert len(doc["scenarios"]) >= 20
+
+
+def test_edited_scenario_is_flagged_but_not_a_change(cli, write_scenario, project: Path) -> None:
+    path = write_scenario()
+    cli("record")
+    path.write_text(path.read_text() + "\n# a comment added after recording\n")
+    r = cli("run")
+    assert r.code == 0 and "1 same" in r.out
+    assert "source changed since the recording" in r.out
