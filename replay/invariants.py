@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .cassette import AgentRunRecord, Cassette, Exchange
@@ -95,9 +95,39 @@ def run_checks(cassette: Cassette, only: Iterable[str] | None = None) -> list[Vi
 
 
 def new_violations(recorded: Cassette, replayed: Cassette) -> list[Violation]:
-    """Violations of the replay that the recording did not already have (compared by :meth:`Violation.key`)."""
-    known = {v.key() for v in run_checks(recorded)}
-    return [v for v in run_checks(replayed) if v.key() not in known]
+    """Violations of the replay that the recording did not already have (compared by :meth:`Violation.key`).
+
+    When the recording broke the same invariant at the same place, the replay's violation is
+    reported with what is new in it (``evidence["new"]``: e.g. the extra messages lost), so a
+    release that makes a known loss worse names exactly what it adds.
+    """
+    before = run_checks(recorded)
+    known = {v.key() for v in before}
+    where = {(v.invariant, v.role, v.index): v for v in before}
+    out: list[Violation] = []
+    for v in run_checks(replayed):
+        if v.key() in known:
+            continue
+        old = where.get((v.invariant, v.role, v.index))
+        extra = _extra(old, v) if old is not None else []
+        if extra:
+            v = replace(
+                v,
+                message=f"{v.message} (new since the recording: {', '.join(map(str, extra))})",
+                evidence={**v.evidence, "new": extra},
+            )
+        out.append(v)
+    return out
+
+
+def _extra(old: Violation, new: Violation) -> list[Any]:
+    """Items of list-valued identity evidence that the newer violation has and the older lacks."""
+    extra: list[Any] = []
+    for key in new.identity:
+        a, b = old.evidence.get(key), new.evidence.get(key)
+        if isinstance(a, list) and isinstance(b, list):
+            extra += [x for x in b if x not in a]
+    return extra
 
 
 # --------------------------------------------------------------------------- message helpers

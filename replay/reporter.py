@@ -32,6 +32,18 @@ class ScenarioReport:
     result: str | None = None
 
 
+def _pair(old: Any, new: Any, limit: int = 80) -> tuple[str, str]:
+    """Both sides of a change; long strings are shown around their first difference."""
+    if isinstance(old, str) and isinstance(new, str) and max(len(old), len(new)) > limit:
+        p = 0
+        while p < min(len(old), len(new)) and old[p] == new[p]:
+            p += 1
+        start = max(0, p - 20)
+        if start:
+            return _short("…" + old[start:], limit), _short("…" + new[start:], limit)
+    return _short(old, limit), _short(new, limit)
+
+
 def _short(value: Any, limit: int = 80) -> str:
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
     text = text.replace("\n", "\\n")
@@ -158,7 +170,8 @@ def diff_lines(d: Diff, *, details: bool = True, max_changes: int = 12) -> list[
             lines.append("  gained: " + ", ".join(r.gained))
         for c in r.changes[:max_changes]:
             if c.kind == "changed" or c.kind == "type":
-                lines.append(f"  {c.path}: {_short(c.old)} → {_short(c.new)}")
+                old, new = _pair(c.old, c.new)
+                lines.append(f"  {c.path}: {old} → {new}")
             elif c.kind == "added":
                 lines.append(f"  + {c.path}: {_short(c.new)}")
             else:

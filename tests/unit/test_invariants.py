@@ -462,3 +462,17 @@ def test_seed001_keep_user_messages_loses_a9_u10_a10(seeds: dict[str, Cassette])
 def test_replaying_the_same_recording_adds_no_violation(seeds: dict[str, Cassette]) -> None:
     c = seeds["seed001/keep_user_messages_true"]
     assert run_checks(c) and new_violations(c, c) == []
+
+
+def test_a_worse_known_violation_names_what_is_new() -> None:
+    """Seed 001 recorded on 0.62 loses A9, U10, A10; on 0.54 also U11: the new violation says U11."""
+    from pathlib import Path
+
+    from replay.cassette import load
+    from replay.invariants import new_violations
+
+    root = Path(__file__).resolve().parents[2]
+    recorded = load(root / "cassettes" / "seed001" / "keep_user_messages_true.cassette")
+    older = load(root / "tests" / "fixtures" / "harness-0.54.0" / "seed001" / "keep_user_messages_true.cassette")
+    (lost,) = [v for v in new_violations(recorded, older) if v.invariant == "content_lost"]
+    assert lost.evidence["new"] == ["U11"] and "new since the recording: U11" in lost.message
