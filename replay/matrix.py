@@ -535,20 +535,20 @@ def render_text(result: Result) -> None:
     for s in specs:
         table.add_column(labels.get(s, s))
     style = {"same": "green", "changed": "yellow", "error": "red"}
+    def styled(c: Cell, lines: list[str]) -> str:
+        st = style.get(c["status"], "red")
+        return f"[{st}]{esc(lines[0])}[/{st}]" + "".join("\n" + esc(x) for x in lines[1:])
+
     for sid, row in result["scenarios"].items():
-        cells = []
-        for s in specs:
-            c = row.get(s)
-            if c is None:
-                cells.append("")
-                continue
-            lines = cell_lines(c)
-            st = style.get(c["status"], "red")
-            cells.append(f"[{st}]{esc(lines[0])}[/{st}]" + "".join("\n" + esc(x) for x in lines[1:]))
-        table.add_row(esc(sid), *cells)
+        table.add_row(esc(sid), *_cells(row, specs, styled))
     console.print(table)
     for row in result["versions"]:
         console.print(esc(_version_line(row)))
+
+
+def _cells(row: dict[str, Any], specs: list[str], render: Callable[[Cell, list[str]], str]) -> list[str]:
+    """One rendered cell per version, blank where this shard has none."""
+    return ["" if (c := row.get(s)) is None else render(c, cell_lines(c)) for s in specs]
 
 
 def _md(text: str) -> str:
@@ -562,16 +562,11 @@ def render_markdown(result: Result) -> str:
     out = [f"### {_title(result)}", ""]
     out.append("| scenario | " + " | ".join(f"`{_md(labels.get(s, s))}`" for s in specs) + " |")
     out.append("|---|" + "---|" * len(specs))
+    def marked(c: Cell, lines: list[str]) -> str:
+        return f"{icon.get(c['status'], '❌')} " + "<br>".join(_md(x) for x in lines)
+
     for sid, row in result["scenarios"].items():
-        cells = []
-        for s in specs:
-            c = row.get(s)
-            if c is None:
-                cells.append("")
-                continue
-            lines = cell_lines(c)
-            cells.append(f"{icon.get(c['status'], '❌')} " + "<br>".join(_md(x) for x in lines))
-        out.append(f"| `{_md(sid)}` | " + " | ".join(cells) + " |")
+        out.append(f"| `{_md(sid)}` | " + " | ".join(_cells(row, specs, marked)) + " |")
     out += ["", "| version | harness | slim | python | env |", "|---|---|---|---|---|"]
     for r in result["versions"]:
         env = r.get("status", "")
