@@ -216,3 +216,35 @@ def test_tool_calls_are_recorded_with_parameters() -> None:
     params = c.blob(c.exchanges[0].parameters)
     assert [t["name"] for t in params["function_tools"]] == ["add"]
     assert len(c.exchanges) == 2 and len(c.exchanges[1].messages) == 3
+
+
+def test_compact_messages_is_recorded_and_replayed() -> None:
+    """Provider-side compaction (OpenAI Responses, Anthropic) goes through Model.compact_messages."""
+    from pydantic_ai.models import ModelRequestContext, ModelRequestParameters
+
+    from replay.replayer import CassetteSource
+
+    class Compacting(FunctionModel):
+        async def compact_messages(self, request_context: Any, *, instructions: str | None = None) -> ModelResponse:
+            return text(f"compacted {len(request_context.messages)} ({instructions})")
+
+    model = Compacting(lambda m, i: text("x"))
+    history_msgs = [ModelRequest(parts=[UserPromptPart("a")]), text("b")]
+    ctx = ModelRequestContext(model=model, messages=history_msgs, model_settings=None,
+                              model_request_parameters=ModelRequestParameters())
+
+    session = Session()
+    with session_scope(session):
+        got = asyncio.run(model.compact_messages(ctx, instructions="keep facts"))
+    (ex,) = session.cassette.exchanges
+    assert ex.kind == "compact_messages" and ex.instructions == "keep facts" and len(ex.messages) == len(history_msgs)
+    assert got.parts[0].content == "compacted 2 (keep facts)"
+
+    class Unreachable(FunctionModel):
+        async def compact_messages(self, request_context: Any, *, instructions: str | None = None) -> ModelResponse:
+            raise AssertionError("replay must not call the model")
+
+    replayed = Session(source=CassetteSource(session.cassette))
+    with session_scope(replayed):
+        again = asyncio.run(Unreachable(lambda m, i: text("x")).compact_messages(ctx, instructions="keep facts"))
+    assert again.parts[0].content == "compacted 2 (keep facts)"
