@@ -69,7 +69,8 @@ def replay_scenario(
     if results is not None:
         result_path = save(result.result, cassette_path(results, sc.id))
     d = diff(recorded, result.result, rules)
-    d.notes = [div.describe() for div in result.divergences]
+    d.notes = [div.describe() for div in result.divergences if div.kind != "order"]
+    d.warnings += [div.describe() for div in result.divergences if div.kind == "order"]
     d.new_violations = invariants.new_violations(recorded, result.result)
     return ScenarioReport(
         sc.id,

@@ -122,7 +122,10 @@ class TestCassette:
         divergences = self.source.divergences + self.source.unused()
         if self.guard is not None:
             divergences += [Divergence("network", i, "network", f"blocked connection to {t}") for i, t in enumerate(self.guard.blocked)]
-        d.notes = [dv.describe() for dv in divergences if not (self.extra_ok and dv.kind == "exhausted")]
+        d.notes = [
+            dv.describe() for dv in divergences if dv.kind != "order" and not (self.extra_ok and dv.kind == "exhausted")
+        ]
+        d.warnings += [dv.describe() for dv in divergences if dv.kind == "order"]
         d.new_violations = _new_violations(self.recorded, result)
         return d
 

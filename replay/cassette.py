@@ -81,6 +81,12 @@ class Exchange(_Model):
     """Token estimate of the messages sent, by the recording version's harness (see README)."""
     run: int | None = None
     """Index into :attr:`Cassette.runs` of the agent run that made this call."""
+    done: int | None = None
+    """Order in which this call's answer arrived, across all roles."""
+    after: int | None = None
+    """How many calls had been made when this answer arrived. With :attr:`done`, replay hands
+    out answers at the same point, so a background capability's verdict lands between the same
+    main requests as when recorded."""
 
 
 class AgentRunRecord(_Model):

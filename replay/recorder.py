@@ -210,6 +210,7 @@ class Session:
         self.builder = CassetteBuilder(header or base_header())
         self.source: ResponseSource = source or LiveSource()
         self._counts: dict[str, int] = {}
+        self._done = 0
         self._lock = threading.Lock()
 
     @property
@@ -241,6 +242,13 @@ class Session:
                 roles[call.role] = _origin_module(call)
         return ex
 
+    def answered(self, ex: Exchange) -> None:
+        """Note the order in which answers arrive (see :attr:`Exchange.done`)."""
+        with self._lock:
+            ex.done = self._done
+            ex.after = len(self.builder.cassette.exchanges)
+            self._done += 1
+
     def store_response(self, ex: Exchange, response: Any) -> None:
         ex.response = self.builder.message(dump_messages([response])[0])
 
@@ -252,6 +260,8 @@ class Session:
         except BaseException as exc:
             ex.error = error_info(exc)
             raise
+        finally:
+            self.answered(ex)
         if call.kind == "count_tokens":
             ex.usage = jsonable(response)
         else:
@@ -270,6 +280,8 @@ class Session:
         except BaseException as exc:
             ex.error = error_info(exc)
             raise
+        finally:
+            self.answered(ex)
         self.store_response(ex, response)
         return response
 
@@ -287,6 +299,7 @@ class Session:
             raise
         finally:
             _ACTIVE.reset(token)
+            self.answered(ex)
         _tap_events(response, events)
         exc_info: tuple[Any, Any, Any] = (None, None, None)
         try:

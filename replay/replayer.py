@@ -41,6 +41,10 @@ _PLACEHOLDER_KEYS = (
 )
 
 
+ORDER_TIMEOUT = 0.5
+"""Seconds an answer waits for the answers recorded before it before the order is given up."""
+
+
 class ReplayExhausted(Exception):
     """The scenario asked a role for more responses than the cassette holds."""
 
@@ -55,7 +59,7 @@ class Divergence:
 
     role: str
     index: int
-    kind: Literal["exhausted", "unused", "kind_mismatch", "network"]
+    kind: Literal["exhausted", "unused", "kind_mismatch", "network", "order"]
     detail: str
 
     def describe(self) -> str:
@@ -103,8 +107,49 @@ class CassetteSource:
         self.queues: dict[str, deque[Exchange]] = {r: deque(xs) for r, xs in recorded.by_role().items()}
         self.last: dict[str, Exchange] = {}
         self.divergences: list[Divergence] = []
+        # Answers are handed out at their recorded point (Exchange.done / .after): `_released`
+        # counts recorded answers delivered as a contiguous prefix, `_calls` the calls made.
+        self._ordered = bool(recorded.exchanges) and all(
+            ex.done is not None and ex.after is not None for ex in recorded.exchanges
+        )
+        self._released = 0
+        self._delivered: set[int] = set()
+        self._calls = 0
+
+    def _ready(self, rec: Exchange) -> bool:
+        return rec.done is None or (rec.done <= self._released and (rec.after or 0) <= self._calls)
+
+    async def _wait_turn(self, rec: Exchange) -> None:
+        """Hold an answer until the replay reaches the point where it arrived in the recording.
+
+        Background capabilities (a judge, a reminder) then interleave with the main agent as
+        they did when recorded. If the replay stops making the recorded calls, waiting could
+        never end: after ``ORDER_TIMEOUT`` the order is given up for the rest of the run.
+        """
+        if not self._ordered or self._ready(rec):
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + ORDER_TIMEOUT
+        spins = 0
+        while not self._ready(rec):
+            if loop.time() > deadline:
+                self._ordered = False
+                self.divergences.append(
+                    Divergence(rec.role, rec.index, "order", "calls no longer follow the recorded order; answers served as asked")
+                )
+                return
+            spins += 1
+            await asyncio.sleep(0 if spins < 100 else 0.001)  # yield; back off if a thread is doing the work
+
+    def _release(self, rec: Exchange) -> None:
+        if rec.done is None:
+            return
+        self._delivered.add(rec.done)
+        while self._released in self._delivered:
+            self._released += 1
 
     def _next(self, call: Call, exchange: Exchange) -> Exchange | None:
+        self._calls += 1
         queue = self.queues.get(call.role)
         if queue:
             rec = queue.popleft()
@@ -140,7 +185,11 @@ class CassetteSource:
         rec = self._next(call, exchange)
         if rec is None:
             return await call.call_original()
-        return self._response(rec)
+        await self._wait_turn(rec)
+        try:
+            return self._response(rec)
+        finally:
+            self._release(rec)
 
     def stream(self, call: Call, exchange: Exchange) -> Any:
         rec = self._next(call, exchange)
@@ -164,7 +213,11 @@ def _validate(cls: type, data: Any) -> Any:
 
 @asynccontextmanager
 async def _served_stream(source: CassetteSource, rec: Exchange, call: Call) -> AsyncIterator[Any]:
-    response = source._response(rec)
+    await source._wait_turn(rec)
+    try:
+        response = source._response(rec)
+    finally:
+        source._release(rec)
     params = call.args[2] if len(call.args) > 2 else call.kwargs.get("model_request_parameters")
     if rec.events is not None:
         event_adapter = adapters()[1]

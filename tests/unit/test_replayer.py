@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -144,3 +145,57 @@ def test_replay_is_stable_in_process() -> None:
 
     for _ in range(3):
         assert not diff(recorded, replay(sc, recorded).result).changed
+
+
+def _two_roles(a_done: int, b_done: int) -> Any:
+    from replay.cassette import CassetteBuilder, Exchange, Header
+    from replay.recorder import dump_messages
+
+    b = CassetteBuilder(Header(scenario_id="unit/order"))
+    for seq, (role, done) in enumerate((("a", a_done), ("b", b_done))):
+        resp = b.message(dump_messages([text(role)])[0])
+        b.cassette.exchanges.append(
+            Exchange(seq=seq, role=role, index=0, kind="request", response=resp, done=done, after=2)
+        )
+    return b.cassette
+
+
+def _call(role: str) -> Any:
+    from replay.recorder import Call
+
+    return Call("request", None, role, (), {}, lambda *a, **k: None)
+
+
+def _exchange(role: str) -> Any:
+    from replay.cassette import Exchange
+
+    return Exchange(seq=0, role=role, index=0, kind="request")
+
+
+def test_answers_are_delivered_in_the_recorded_order() -> None:
+    """A background role's answer waits until the answers recorded before it were delivered."""
+    from replay.replayer import CassetteSource
+
+    source = CassetteSource(_two_roles(a_done=1, b_done=0))
+    delivered: list[str] = []
+
+    async def ask(role: str, delay: float) -> None:
+        await asyncio.sleep(delay)
+        response = await source.respond(_call(role), _exchange(role))
+        delivered.append(response.parts[0].content)
+
+    async def both() -> None:
+        await asyncio.gather(ask("a", 0), ask("b", 0.02))
+
+    asyncio.run(both())
+    assert delivered == ["b", "a"] and source.divergences == []
+
+
+def test_order_is_given_up_when_the_replay_stops_following_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import replay.replayer as replayer
+
+    monkeypatch.setattr(replayer, "ORDER_TIMEOUT", 0.05)
+    source = replayer.CassetteSource(_two_roles(a_done=1, b_done=0))
+    response = asyncio.run(source.respond(_call("a"), _exchange("a")))  # "b" is never asked
+    assert response.parts[0].content == "a"
+    assert [d.kind for d in source.divergences] == ["order"]
