@@ -207,3 +207,38 @@ async def summarizer_inherits_model(run: Run) -> str:
     result = await agent.run("continue", message_history=_history())
     run.observe("result_part_kinds", [[p.part_kind for p in m.parts] for m in result.all_messages()])
     return result.output
+
+
+@scenario("coverage/trajectory_judge")
+async def trajectory_judge(run: Run) -> str:
+    """TrajectoryJudge: an unnamed inner agent in a background task (role ``trajectory_judge``).
+
+    Responders and the tool are async: a sync FunctionModel or tool runs in a thread, and the
+    judge's verdict would then race the main agent (``replay record --check-determinism`` shows it).
+    """
+    from pydantic_ai_harness import TrajectoryJudge
+
+    verdicts = iter(["steer", "good", "good", "good"])
+
+    async def judge(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        tools = {t.name: t for t in info.output_tools}
+        verdict = next(verdicts, "good")
+        name = next((n for n in tools if ("Steer" if verdict == "steer" else "AllGood") in n), next(iter(tools)))
+        args = {"message": "Report progress after each tick."} if "Steer" in name else {}
+        return ModelResponse(parts=[ToolCallPart(name, args, tool_call_id=f"judge-{verdict}")])
+
+    async def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        done = sum(1 for m in messages for p in m.parts if p.part_kind == "tool-return")
+        if done < 6:
+            return ModelResponse(parts=[ToolCallPart("tick", {}, tool_call_id=f"tick-{done}")])
+        return ModelResponse(parts=[TextPart("finished")])
+
+    agent = Agent(FunctionModel(answer), capabilities=[TrajectoryJudge(model=FunctionModel(judge), every=2)])
+
+    @agent.tool_plain
+    async def tick() -> str:
+        return "ticked"
+
+    result = await agent.run("Tick six times.")
+    run.observe("messages", len(result.all_messages()))
+    return result.output
