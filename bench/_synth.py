@@ -30,7 +30,7 @@ COMPACT_AT = 24
 """History length at which the synthetic conversation is compacted."""
 KEEP = 4
 
-_T0 = dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc)
+_T0 = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
 
 
 def _dump(message: Any) -> dict[str, Any]:

@@ -83,7 +83,7 @@ def _rng(depth: int = 2) -> random.Random | None:
     streams = _STREAMS.get()
     if streams is None:
         return None
-    from .recorder import _ACTIVE
+    from ._interception import _ACTIVE
 
     if _ACTIVE.get() is not None:
         return None

@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._interception import Call, session_scope
 from ._pytest import Action, Mode, Status, shown
 from .cassette import Cassette, Exchange, load, save
 from .differ import Diff, diff
 from .guard import NetworkGuard, network_guard
 from .normaliser import Rules
-from .recorder import Call, Session, base_header, finalize, session_scope
+from .recorder import Session, base_header, finalize
 from .replayer import CassetteSource, Divergence, OnExhausted, ReplayExhausted, offline
 from .reporter import diff_lines
 

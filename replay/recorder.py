@@ -1,28 +1,24 @@
-"""Catch every model request of a run, tag it with a role and capture it into a cassette.
+"""Capture every model call of a run, role-tagged, into a cassette: the ``Session``.
 
-Harness capabilities (summarizer, reminder, judges, ...) build private ``Agent``s, so
-wrapping the user's model sees a fraction of the traffic. Every request does pass
-through the public ``Model`` methods, called on the outermost model object; while a
-session is active those methods are wrapped on every ``Model`` subclass (including ones
-defined meanwhile) and dispatched to the session of the current context, which records
-or serves the call. Patching is reference-counted and undone when the last session ends.
+``replay._interception`` catches the calls (every ``Model`` subclass, every agent run) and
+hands them to the session of the current context; the session records what was sent, asks
+its source for the answer (the real model when recording, a cassette when replaying) and
+records that too. ``recording()`` and ``record()`` are the public ways in.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import traceback
-import contextvars
 import datetime as _dt
 import functools
 import importlib.metadata
+import os
 import platform
 import sys
 import threading
+import traceback
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -30,6 +26,8 @@ from pydantic import TypeAdapter
 from pydantic_core import to_jsonable_python
 
 from . import __version__
+from ._determinism import deterministic_ids
+from ._interception import _ACTIVE, _RUN, Call, _active_key, _origin_module, role_for, session_scope
 from .cassette import (
     AgentRunRecord,
     Cassette,
@@ -37,17 +35,13 @@ from .cassette import (
     ErrorInfo,
     Exchange,
     Header,
-    Kind,
     ObservationRecord,
     Outcome,
 )
-from ._determinism import deterministic_ids
 from .scenario import Mode, Run, Scenario
 
 if TYPE_CHECKING:
-    from pydantic_ai.models import Model, StreamedResponse
-
-_METHODS: tuple[Kind, ...] = ("request", "request_stream", "count_tokens", "compact_messages")
+    from pydantic_ai.models import StreamedResponse
 
 
 @functools.cache
@@ -94,86 +88,7 @@ def error_info(exc: BaseException) -> ErrorInfo:
     return ErrorInfo(type=f"{type(exc).__module__}.{type(exc).__qualname__}", message=str(exc))
 
 
-# --------------------------------------------------------------------------- roles
-
-
-@dataclass(frozen=True)
-class AgentOrigin:
-    explicit_name: str | None
-    module: str
-
-
-_ORIGIN_ATTR = "__replay_origin__"
-_SKIP_PREFIXES = ("pydantic_ai.", "pydantic_graph.", "replay.", "contextlib", "asyncio.", "anyio.", "typing")
-
-
-def _caller_module(depth: int = 2) -> str:
-    frame = sys._getframe(depth)
-    while frame is not None:
-        module = frame.f_globals.get("__name__", "")
-        if not (module.startswith(_SKIP_PREFIXES) or module in ("pydantic_ai", "replay", "contextlib", "asyncio")):
-            return module
-        frame = frame.f_back  # type: ignore[assignment]
-    return "__main__"
-
-
-def _remember(agent: Any, depth: int = 3) -> AgentOrigin:
-    origin = _origin(agent)
-    if origin is None:
-        origin = AgentOrigin(getattr(agent, "name", None), _caller_module(depth))
-        try:
-            object.__setattr__(agent, _ORIGIN_ATTR, origin)
-        except (AttributeError, TypeError):  # slotted or frozen: answer without caching
-            pass
-    return origin
-
-
-def _origin(agent: Any) -> AgentOrigin | None:
-    origin = getattr(agent, _ORIGIN_ATTR, None)
-    return origin if isinstance(origin, AgentOrigin) else None
-
-
-def role_for(agent: Any) -> str:
-    """The role of an agent's requests: its explicit name, else its builder's harness package, else ``main``.
-
-    Only a name given at construction counts: pydantic-ai infers a name from the variable
-    an agent is bound to on its first run, which would make ``agent`` a role.
-    """
-    if agent is None:
-        return "direct"
-    origin = _origin(agent) or AgentOrigin(getattr(agent, "name", None), "")
-    if origin.explicit_name:
-        return origin.explicit_name
-    if origin.module.startswith("pydantic_ai_harness"):
-        parts = [p.lstrip("_") for p in origin.module.split(".")[1:] if p.lstrip("_")]
-        return parts[0] if parts else "harness"
-    return "main"
-
-
-def _current_agent(run_context: Any = None) -> Any:
-    if run_context is None:
-        from pydantic_ai._run_context import get_current_run_context
-
-        run_context = get_current_run_context()
-    return getattr(run_context, "agent", None), run_context
-
-
 # --------------------------------------------------------------------------- sources
-
-
-@dataclass
-class Call:
-    """One intercepted model call, as the session sees it."""
-
-    kind: Kind
-    model: Any
-    role: str
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-    original: Callable[..., Any]
-
-    def call_original(self) -> Any:
-        return self.original(self.model, *self.args, **self.kwargs)
 
 
 class ResponseSource(Protocol):
@@ -195,12 +110,6 @@ class LiveSource:
 
 
 # --------------------------------------------------------------------------- session
-
-
-_SESSION: contextvars.ContextVar[Session | None] = contextvars.ContextVar("replay_session", default=None)
-_ACTIVE: contextvars.ContextVar[Any] = contextvars.ContextVar("replay_active_call", default=None)
-_RUN: contextvars.ContextVar[int | None] = contextvars.ContextVar("replay_agent_run", default=None)
-_NO_CTX = object()
 
 
 class Session:
@@ -362,12 +271,6 @@ def _safe_attr(obj: Any, name: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _origin_module(call: Call) -> str:
-    agent, _ = _current_agent(call.kwargs.get("run_context"))
-    origin = _origin(agent) if agent is not None else None
-    return origin.module if origin else ""
-
-
 def _split(call: Call) -> tuple[Any, Any, Any]:
     names = ("messages", "model_settings", "model_request_parameters")
     values = list(call.args[:3]) + [None] * (3 - min(3, len(call.args)))
@@ -387,159 +290,6 @@ def _tap_events(response: Any, sink: list[Any]) -> None:
             yield event
 
     response._get_event_iterator = tapped
-
-
-def _active_key(call: Call) -> Any:
-    _, ctx = _current_agent(call.kwargs.get("run_context"))
-    return id(ctx) if ctx is not None else _NO_CTX
-
-
-# --------------------------------------------------------------------------- patching
-
-
-class _Patcher:
-    """Installs the wrappers on every Model subclass while at least one session needs them."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._users = 0
-        self._saved: list[tuple[type, str, Any]] = []
-
-    def acquire(self) -> None:
-        with self._lock:
-            self._users += 1
-            if self._users == 1:
-                self._install()
-
-    def release(self) -> None:
-        with self._lock:
-            self._users -= 1
-            if self._users == 0:
-                self._uninstall()
-
-    def _patch_class(self, cls: type) -> None:
-        for name in _METHODS:
-            if name in cls.__dict__ and not getattr(cls.__dict__[name], "__replay_wrapped__", False):
-                original = cls.__dict__[name]
-                self._saved.append((cls, name, original))
-                setattr(cls, name, _wrap(name, original))
-
-    def _install(self) -> None:
-        from pydantic_ai.agent import Agent
-        from pydantic_ai.models import Model
-
-        todo: list[type] = [Model]
-        seen: set[type] = set()
-        while todo:
-            cls = todo.pop()
-            if cls in seen:
-                continue
-            seen.add(cls)
-            self._patch_class(cls)
-            todo.extend(cls.__subclasses__())
-
-        patcher = self
-        original_init_subclass = Model.__dict__["__init_subclass__"]
-
-        def init_subclass(cls: type, **kwargs: Any) -> None:
-            original_init_subclass.__func__(cls, **kwargs)
-            patcher._patch_class(cls)
-
-        self._saved.append((Model, "__init_subclass__", original_init_subclass))
-        Model.__init_subclass__ = classmethod(init_subclass)  # type: ignore[assignment]
-
-        original_iter = Agent.__dict__["iter"]
-        self._saved.append((Agent, "iter", original_iter))
-        Agent.iter = _wrap_iter(original_iter)  # type: ignore[method-assign]
-        original_agent_init = Agent.__dict__["__init__"]
-        self._saved.append((Agent, "__init__", original_agent_init))
-        Agent.__init__ = _wrap_agent_init(original_agent_init)  # type: ignore[method-assign]
-
-    def _uninstall(self) -> None:
-        for cls, name, original in reversed(self._saved):
-            setattr(cls, name, original)
-        self._saved.clear()
-
-
-_PATCHER = _Patcher()
-
-
-def _wrap(kind: str, original: Any) -> Any:
-    if kind == "request_stream":
-
-        @functools.wraps(original)
-        def stream_wrapper(self: Model, *args: Any, **kwargs: Any) -> Any:
-            session = _SESSION.get()
-            if session is None:
-                return original(self, *args, **kwargs)
-            agent, ctx = _current_agent(kwargs.get("run_context") or (args[3] if len(args) > 3 else None))
-            key = id(ctx) if ctx is not None else _NO_CTX
-            if _ACTIVE.get() == key:
-                return original(self, *args, **kwargs)
-            call = Call("request_stream", self, role_for(agent), args, kwargs, original)
-            return session.on_stream(call)
-
-        stream_wrapper.__replay_wrapped__ = True  # type: ignore[attr-defined]
-        return stream_wrapper
-
-    @functools.wraps(original)
-    async def wrapper(self: Model, *args: Any, **kwargs: Any) -> Any:
-        session = _SESSION.get()
-        if session is None:
-            return await original(self, *args, **kwargs)
-        agent, ctx = _current_agent()
-        key = id(ctx) if ctx is not None else _NO_CTX
-        if _ACTIVE.get() == key:
-            return await original(self, *args, **kwargs)
-        call = Call(kind, self, role_for(agent), args, kwargs, original)  # type: ignore[arg-type]
-        token = _ACTIVE.set(key)
-        try:
-            if kind == "compact_messages":
-                return await session.on_compact(call)
-            return await session.on_request(call)
-        finally:
-            _ACTIVE.reset(token)
-
-    wrapper.__replay_wrapped__ = True  # type: ignore[attr-defined]
-    return wrapper
-
-
-def _wrap_agent_init(original: Any) -> Any:
-    @functools.wraps(original)
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        original(self, *args, **kwargs)
-        if _SESSION.get() is not None:
-            _remember(self)
-
-    return __init__
-
-
-def _wrap_iter(original: Any) -> Any:
-    @functools.wraps(original)
-    @asynccontextmanager
-    async def iter_(self: Any, user_prompt: Any = None, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        session = _SESSION.get()
-        if session is None:
-            async with original(self, user_prompt, *args, **kwargs) as agent_run:
-                yield agent_run
-            return
-        _remember(self)
-        history = kwargs.get("message_history")
-        agent_run = None
-        error: BaseException | None = None
-        slot = session.on_run_start(self)
-        token = _RUN.set(slot)
-        try:
-            async with original(self, user_prompt, *args, **kwargs) as agent_run:
-                yield agent_run
-        except BaseException as exc:
-            error = exc
-            raise
-        finally:
-            _RUN.reset(token)
-            session.on_run_end(slot, self, user_prompt, history, agent_run, error)
-
-    return iter_
 
 
 # --------------------------------------------------------------------------- public API
@@ -569,27 +319,10 @@ def base_header(**fields: Any) -> Header:
 
 
 @contextmanager
-def session_scope(session: Session) -> Iterator[Session]:
-    """Activate ``session`` for model calls made in this context (and tasks it spawns)."""
-    _PATCHER.acquire()
-    token = _SESSION.set(session)
-    try:
-        yield session
-    finally:
-        _SESSION.reset(token)
-        _PATCHER.release()
-
-
-@contextmanager
 def tracking_agents() -> Iterator[None]:
     """Remember where agents are built (e.g. while importing scenario files) for role tagging."""
-    _PATCHER.acquire()
-    token = _SESSION.set(Session())
-    try:
+    with session_scope(Session()):
         yield
-    finally:
-        _SESSION.reset(token)
-        _PATCHER.release()
 
 
 @contextmanager

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from ._interception import Call
 from .cassette import Cassette, ErrorInfo, Exchange
-from .recorder import Call, Session, adapters, base_header, execute_async, finalize, load_messages
+from .recorder import Session, adapters, base_header, execute_async, finalize, load_messages
 from .scenario import Scenario
 
 OnExhausted = Literal["fail", "repeat", "fake"]

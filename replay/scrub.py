@@ -16,8 +16,8 @@ import binascii
 import functools
 import hashlib
 import itertools
-import os
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
+
 from replay.config import load_config
 from replay.errors import ReplayUsageError
 

@@ -161,7 +161,7 @@ def _two_roles(a_done: int, b_done: int) -> Any:
 
 
 def _call(role: str) -> Any:
-    from replay.recorder import Call
+    from replay._interception import Call
 
     return Call("request", None, role, (), {}, lambda *a, **k: None)
 

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from replay.scrub import ScrubConfig, Scrubber, placeholder
 from secret_shapes import leaks
+
+from replay.scrub import Scrubber, ScrubConfig, placeholder
 
 _rng = random.Random(20240611)
 ALNUM = string.ascii_letters + string.digits
