@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import invariants
-from .cassette import DEFAULT_LIMITS, Cassette, Limits, cassette_path, clean_stale_temps, load, save
+from .cassette import DEFAULT_LIMITS, Cassette, Limits, cassette_path, clean_stale_temps, iter_cassettes, load, save
 from .config import Config
 from .differ import diff
 from .errors import CassetteError, ReplayError
@@ -90,6 +90,26 @@ def compare_files(a: Path, b: Path, rules: Rules = Rules(), limits: Limits = DEF
     d.new_violations = invariants.new_violations(ca, cb)
     sid = ca.header.scenario_id or cb.header.scenario_id or f"{a} vs {b}"
     return ScenarioReport(sid, "changed" if d.changed else "same", diff=d, cassette=str(a), result=str(b))
+
+
+def compare_dirs(a: Path, b: Path, rules: Rules = Rules(), limits: Limits = DEFAULT_LIMITS) -> list[ScenarioReport]:
+    """Pair the cassettes of two directories by relative path; one present on one side only is an error."""
+    left = {p.relative_to(a): p for p in iter_cassettes(a)}
+    right = {p.relative_to(b): p for p in iter_cassettes(b)}
+    reports = []
+    for rel in sorted(set(left) | set(right)):
+        sid = str(rel.with_suffix(""))
+        if rel not in left or rel not in right:
+            missing = a if rel not in left else b
+            reports.append(ScenarioReport(sid, "error", error=f"{missing / rel}: no such cassette"))
+            continue
+        try:
+            reports.append(compare_files(left[rel], right[rel], rules, limits))
+        except CassetteError as exc:
+            reports.append(ScenarioReport(sid, "error", error=str(exc)))
+    if not reports:
+        raise ReplayError(f"{a}, {b}: no cassettes in either directory")
+    return reports
 
 
 def check_cassette(path: Path, cassette: Cassette | None = None, limits: Limits = DEFAULT_LIMITS) -> ScenarioReport:

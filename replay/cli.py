@@ -165,14 +165,20 @@ def run(
 
 @app.command(name="diff")
 def diff_cmd(
-    a: Annotated[Path, typer.Argument(help="Baseline cassette (e.g. the recording).")],
-    b: Annotated[Path, typer.Argument(help="Cassette to compare (e.g. a replay result).")],
+    a: Annotated[Path, typer.Argument(help="Baseline cassette, or a directory of them (e.g. cassettes/).")],
+    b: Annotated[Path, typer.Argument(help="Cassette to compare, or a directory (e.g. .replay/matrix/0.54.0).")],
     fmt: FormatOpt = Fmt.text,
     ignore: IgnoreOpt = None,
 ) -> None:
-    """Compare two cassettes structurally and summarise what changed."""
+    """Compare two cassettes (or two directories of them, paired by scenario) and summarise what changed."""
     config = _config()
     rules = _pipeline.rules_from(config, ignore or ())
+    if a.is_dir() and b.is_dir():
+        reports = _pipeline.compare_dirs(a, b, rules, limits(config))
+        emit(reports, fmt.value, title="harness-replay diff")
+        _exit_for(reports)
+    if a.is_dir() or b.is_dir():
+        raise ReplayUsageError(f"{a if a.is_dir() else b}: compare a directory with a directory, a cassette with a cassette")
     report = _pipeline.compare_files(a, b, rules, limits(config))
     if fmt is Fmt.json:
         from .reporter import report_json

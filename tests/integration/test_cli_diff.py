@@ -56,3 +56,19 @@ def test_bad_cassette_is_one_line_exit_2(cli, tmp_path: Path) -> None:
     bad.write_bytes(b"\xc1replay\n\x00garbage")
     r = cli("diff", bad, NEW / "seed000" / "long.cassette")
     assert r.code == 2 and r.err.count("\n") == 1 and str(bad) in r.err and "Traceback" not in r.err
+
+
+def test_directories_are_paired_by_scenario(cli, tmp_path: Path) -> None:
+    import shutil
+
+    other = tmp_path / "other"
+    shutil.copytree(OLD, other)
+    (other / "seed000" / "long.cassette").unlink()
+    r = cli("diff", OLD, other, "--format", "json")
+    doc = json.loads(r.out)
+    assert r.code == 1
+    assert doc["scenarios"]["seed000/long"]["status"] == "error"
+    assert doc["scenarios"]["coverage/tool_call"]["status"] == "same"
+    assert cli("diff", OLD, OLD).code == 0
+    mixed = cli("diff", OLD, NEW / "seed000" / "long.cassette")
+    assert mixed.code == 2 and "directory" in mixed.err
