@@ -160,7 +160,20 @@ def run(
         for sc in scenarios
     ]
     emit(reports, fmt.value, title="harness-replay run")
+    if not targets:
+        _warn_orphans(cassettes or config.cassettes, {sc.id for sc in scenarios})
     _exit_for(reports)
+
+
+def _warn_orphans(directory: Path, ids: set[str]) -> None:
+    """Cassettes no scenario claims any more (renamed or deleted): said on stderr, not a failure."""
+    if not directory.is_dir():
+        return
+    orphans = [p for p in iter_cassettes(directory) if str(p.relative_to(directory).with_suffix("")) not in ids]
+    if orphans:
+        typer.echo(f"replay: {len(orphans)} cassette(s) in {directory} belong to no scenario:", err=True)
+        for p in orphans:
+            typer.echo(f"  {p}", err=True)
 
 
 @app.command(name="diff")

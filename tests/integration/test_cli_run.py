@@ -90,3 +90,13 @@ def test_edited_scenario_is_flagged_but_not_a_change(cli, write_scenario, projec
     r = cli("run")
     assert r.code == 0 and "1 same" in r.out
     assert "source changed since the recording" in r.out
+
+
+def test_orphan_cassettes_are_named_on_stderr(cli, write_scenario, project: Path) -> None:
+    write_scenario()
+    cli("record")
+    stale = project / "cassettes" / "old" / "gone.cassette"
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes((project / "cassettes" / "simple" / "compact.cassette").read_bytes())
+    r = cli("run")
+    assert r.code == 0 and "belong to no scenario" in r.err and "gone.cassette" in r.err
