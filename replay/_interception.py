@@ -93,6 +93,12 @@ def role_for(agent: Any) -> str:
     return "main"
 
 
+def is_inner(agent: Any) -> bool:
+    """Whether a harness capability built this agent (its requests are not the scenario's own)."""
+    origin = _origin(agent)
+    return origin is not None and origin.module.startswith("pydantic_ai_harness")
+
+
 def _current_agent(run_context: Any = None) -> Any:
     if run_context is None:
         from pydantic_ai._run_context import get_current_run_context

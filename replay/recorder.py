@@ -27,7 +27,7 @@ from pydantic_core import to_jsonable_python
 
 from . import __version__
 from ._determinism import deterministic_ids
-from ._interception import _ACTIVE, _RUN, Call, _active_key, _origin_module, role_for, session_scope
+from ._interception import _ACTIVE, _RUN, Call, _active_key, _origin_module, is_inner, role_for, session_scope
 from .cassette import (
     AgentRunRecord,
     Cassette,
@@ -240,11 +240,20 @@ class Session:
         self, slot: int, agent: Any, prompt: Any, history: Any, agent_run: Any, exc: BaseException | None
     ) -> None:
         b = self.builder
+        result = getattr(agent_run, "result", None) if agent_run is not None else None
+        if is_inner(agent):  # a capability's own run: its calls (prompt included) are recorded; how it ended is enough
+            record = AgentRunRecord(
+                role=role_for(agent),
+                output=jsonable(result.output) if result is not None else None,
+                error=error_info(exc) if exc is not None else None,
+            )
+            with self._lock:
+                b.cassette.runs[slot] = record
+            return
         try:
             final = agent_run.all_messages() if agent_run is not None else []
         except Exception:
             final = []
-        result = getattr(agent_run, "result", None) if agent_run is not None else None
         start = list(history or [])
         if isinstance(prompt, str):
             from pydantic_ai.messages import ModelRequest, UserPromptPart

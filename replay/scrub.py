@@ -204,7 +204,7 @@ class Scrubber:
         if any(lit in text for lit in _SCREEN_LITERALS):
             return True
         low = text.lower()
-        if _SCREEN_AUTH_RE.search(low) or ("://" in text and "@" in text):
+        if (("bearer" in low or "basic" in low) and _SCREEN_AUTH_RE.search(low)) or ("://" in text and "@" in text):
             return True
         if ("aws" in low or "secret_access_key" in low or "secretaccesskey" in low) and _AWS_SECRET_RE.search(text):
             return True
