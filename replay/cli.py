@@ -119,7 +119,9 @@ def record(
         results = _determinism.check(scenarios, check_determinism, config.scenarios)
         for r in results:
             typer.echo(r.line())
-        raise typer.Exit(0 if all(r.identical for r in results) else 1)
+        same = sum(r.identical for r in results)
+        typer.echo(f"{len(results)} scenarios, {check_determinism} recordings each: {same} identical, {len(results) - same} differ")
+        raise typer.Exit(0 if same == len(results) else 1)
     outcomes = _pipeline.record_scenarios(scenarios, cassettes or config.cassettes, force=force)
     for o in outcomes:
         typer.echo(f"{o.status:9} {o.scenario_id} -> {o.path}" + (f" ({o.detail})" if o.detail else ""))
