@@ -20,7 +20,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -131,6 +131,21 @@ def _source_tree_files(root: Path) -> Iterator[Path]:
         for name in filenames:
             if name.endswith((".py", ".toml", ".cfg", ".pyi", ".typed")):
                 yield Path(dirpath) / name
+
+
+def extras_fingerprint(extras: Sequence[str]) -> str:
+    """Part of the env key for ``--with`` requirements; a local path counts by its content."""
+    if not extras:
+        return ""
+    h = hashlib.blake2b(digest_size=8)
+    for item in extras:
+        h.update(item.encode() + b"\0")
+        path = Path(item)
+        if path.is_dir():
+            _hash_files(h, path, _source_tree_files(path))
+        elif path.is_file():
+            h.update(path.read_bytes())
+    return "+" + h.hexdigest()
 
 
 def spec_fingerprint(spec: VersionSpec) -> str:
@@ -316,10 +331,10 @@ _PROBE = (
 )
 
 
-def _build(info: EnvInfo, spec: VersionSpec, installer: Installer, root: Path) -> None:
+def _build(info: EnvInfo, spec: VersionSpec, installer: Installer, root: Path, extras: Sequence[str] = ()) -> None:
     path = Path(info.path)
     py = env_python(path)
-    reqs = [_tool_requirement(root), spec.requirement]
+    reqs = [_tool_requirement(root), spec.requirement, *extras]
     if installer.name == "uv":
         _check(_run([*installer.uv, "venv", "-q", "--python", sys.executable, str(path)]), "uv venv")
         _check(_run([*installer.uv, "pip", "install", "-q", "--python", str(py), *reqs]), "install")
@@ -369,7 +384,12 @@ def _prune(path: Path, label: str) -> None:
 
 
 def ensure_env(
-    spec: VersionSpec, cache: Path, installer: Installer, tool_hash: str, root: Path | None = None
+    spec: VersionSpec,
+    cache: Path,
+    installer: Installer,
+    tool_hash: str,
+    root: Path | None = None,
+    extras: Sequence[str] = (),
 ) -> EnvInfo:
     """Return a ready env for ``spec``, reusing a stamped one; failures come back as ``status='error'``."""
     root = root or tool_root()
@@ -392,7 +412,7 @@ def ensure_env(
                 pass  # unreadable stamp: rebuild
         shutil.rmtree(path, ignore_errors=True)
         try:
-            _build(info, spec, installer, root)
+            _build(info, spec, installer, root, extras)
         except _InstallError as exc:
             shutil.rmtree(path, ignore_errors=True)
             info.status, info.error = "error", str(exc)

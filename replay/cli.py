@@ -59,6 +59,10 @@ def _discover(targets: list[str] | None, config: Config) -> list[Any]:
     from .recorder import tracking_agents
     from .scenario import discover
 
+    # Scenario files import the project's own code, as tests do under pytest's rootdir.
+    root = str((config.source.parent if config.source else Path.cwd()).resolve())
+    if root not in sys.path:
+        sys.path.insert(0, root)
     with tracking_agents():
         found = discover(targets or [], default_dir=config.scenarios)
     if not found:
@@ -311,6 +315,14 @@ def matrix(
     html: Annotated[
         Path | None, typer.Option("--html", help="Also write an HTML page: table + token-estimate charts.")
     ] = None,
+    with_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--with",
+            help="Extra requirement for every env, e.g. '.' (the project your scenarios import) or "
+            "'pydantic-ai-slim[openai]' (repeatable; also [tool.replay] matrix-with).",
+        ),
+    ] = None,
 ) -> None:
     """Replay the cassettes on several harness versions, each in its own cached environment."""
     from . import _envs
@@ -321,7 +333,13 @@ def matrix(
     config = _config()
     ids = _matrix_targets(targets, config)
     extra = tuple(arg for rule in ignore or () for arg in ("--ignore", rule))
-    opts = mx.RunOptions(cassettes=cassettes, out=out or Path(".replay/matrix"), extra_args=extra, cwd=Path.cwd())
+    opts = mx.RunOptions(
+        cassettes=cassettes,
+        out=out or Path(".replay/matrix"),
+        extra_args=extra,
+        cwd=Path.cwd(),
+        with_=(*config.matrix_with, *(with_ or ())),
+    )
     result = mx.run_matrix(ids, versions, opts=opts, jobs=jobs, shard=shard_k_n, env_dir=env_dir)
     mx.emit(result, fmt.value)
     if html is not None:

@@ -25,6 +25,7 @@ class Config:
     scrub_patterns: tuple[str, ...] = ()
     scrub_exempt: tuple[str, ...] = ()
     max_bytes: int | None = None
+    matrix_with: tuple[str, ...] = ()
     source: Path | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -44,6 +45,8 @@ _KNOWN = {
     "scrub_exempt": "scrub_exempt",
     "max-bytes": "max_bytes",
     "max_bytes": "max_bytes",
+    "matrix-with": "matrix_with",
+    "matrix_with": "matrix_with",
 }
 
 
@@ -98,7 +101,7 @@ def _load(path: Path, stamp: int, cwd: Path) -> Config:
                 raise ReplayUsageError(f"{path}: [tool.replay] {key} must be a string path")
             p = Path(value)
             kwargs[name] = p if p.is_absolute() else _relative(base / p)
-        elif name in ("ignore", "allow_hosts", "scrub_patterns", "scrub_exempt"):
+        elif name in ("ignore", "allow_hosts", "scrub_patterns", "scrub_exempt", "matrix_with"):
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise ReplayUsageError(f"{path}: [tool.replay] {key} must be a list of strings")
             kwargs[name] = tuple(value)

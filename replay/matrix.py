@@ -268,6 +268,8 @@ class RunOptions:
     extra_args: tuple[str, ...] = ()
     """Passed to every ``replay run`` (e.g. ``--ignore`` rules)."""
     cwd: Path = Path(".")
+    with_: tuple[str, ...] = ()
+    """Extra requirements installed into every env (``--with .`` for the project the scenarios import)."""
 
 
 def _replay_chunk(py: Path, ids: list[str], targets: dict[str, str], out: Path, opts: RunOptions) -> dict[str, Cell]:
@@ -335,7 +337,7 @@ def run_matrix(
     if notice and active:
         print(notice, file=sys.stderr)
     cache = _envs.env_cache_dir(env_dir)
-    tool_hash = _envs.tool_source_hash()
+    tool_hash = _envs.tool_source_hash() + _envs.extras_fingerprint(opts.with_)
     infos: dict[str, _envs.EnvInfo] = {}
     timing: dict[str, float] = {}
     left = {v.spec: len(plan[v.spec]) for v in active}
@@ -347,7 +349,7 @@ def run_matrix(
             pending: dict[Future[Any], tuple[str, Any]] = {}
             for v in active:
                 bar.env(v.label, "preparing environment")
-                pending[pool.submit(_envs.ensure_env, v, cache, installer, tool_hash)] = ("env", v)
+                pending[pool.submit(_envs.ensure_env, v, cache, installer, tool_hash, None, opts.with_)] = ("env", v)
             while pending:
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in done:

@@ -170,3 +170,47 @@ def test_shards_merge_into_the_full_table(cold: dict[str, Any], env_dir: Path, t
     assert deltas[0] == deltas[1]
     md = render_markdown(doc)
     assert "| scenario | `0.54.0` | `0.62.0` |" in md and "| `seed000/long` | ⚠️ changed" in md
+
+
+def test_user_project_code_and_extra_requirements(env_dir: Path, tmp_path: Path) -> None:
+    """Scenarios import the project's own module (from its root) and a dependency given with --with."""
+    project = tmp_path / "proj"
+    (project / "scenarios").mkdir(parents=True)
+    (project / "cassettes").mkdir()
+    (project / "pyproject.toml").write_text("[tool.replay]\n")
+    (project / "myapp.py").write_text(
+        "from pydantic_ai import Agent\n"
+        "from pydantic_ai.messages import ModelResponse, TextPart\n"
+        "from pydantic_ai.models.function import FunctionModel\n"
+        "def build():\n"
+        "    return Agent(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart('hi')])))\n"
+    )
+    dep = tmp_path / "extra_dep"
+    (dep / "extra_dep").mkdir(parents=True)
+    (dep / "extra_dep" / "__init__.py").write_text("GREETING = 'hello'\n")
+    (dep / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n'
+        '[project]\nname = "extra-dep"\nversion = "1.0"\n'
+    )
+    (project / "scenarios" / "app.py").write_text(
+        "import extra_dep\n"
+        "from myapp import build\n"
+        "from replay import Run, scenario\n"
+        "@scenario('app/hello')\n"
+        "async def hello(run: Run) -> str:\n"
+        "    return (await build().run(extra_dep.GREETING)).output\n"
+    )
+    env = dict(os.environ, REPLAY_ENV_DIR=str(env_dir), CI="1")
+    env.pop("GITHUB_STEP_SUMMARY", None)
+
+    def replay_cli(*args: str, path: str | None = None) -> subprocess.CompletedProcess[str]:
+        run_env = dict(env, PYTHONPATH=path) if path else {k: v for k, v in env.items() if k != "PYTHONPATH"}
+        return subprocess.run([sys.executable, "-m", "replay", *args], cwd=project, env=run_env,
+                              capture_output=True, text=True, timeout=900, check=False)
+
+    assert replay_cli("record", path=str(dep)).returncode == 0
+    # The parent imports the scenarios with its own PYTHONPATH; the envs never see it.
+    without = _json(replay_cli("matrix", "--harness", "0.62.0", "--format", "json", path=str(dep)))
+    assert without["scenarios"]["app/hello"]["0.62.0"]["status"] == "error"  # extra_dep is not in the env
+    doc = _json(replay_cli("matrix", "--harness", "0.62.0", "--with", str(dep), "--format", "json", path=str(dep)))
+    assert doc["scenarios"]["app/hello"]["0.62.0"]["status"] == "same", doc["scenarios"]
