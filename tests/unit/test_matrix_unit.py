@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -98,7 +99,9 @@ def test_local_wheel_key_follows_its_bytes(tmp_path: Path) -> None:
 def test_stamped_env_is_reused_and_unstamped_one_rebuilt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     builds: list[str] = []
 
-    def fake_build(info: _envs.EnvInfo, spec: _envs.VersionSpec, installer: _envs.Installer, root: Path) -> None:
+    def fake_build(
+        info: _envs.EnvInfo, spec: _envs.VersionSpec, installer: _envs.Installer, root: Path, extras: Any = ()
+    ) -> None:
         builds.append(spec.spec)
         py = _envs.env_python(Path(info.path))
         py.parent.mkdir(parents=True)
@@ -120,7 +123,9 @@ def test_stamped_env_is_reused_and_unstamped_one_rebuilt(tmp_path: Path, monkeyp
 
 
 def test_install_failure_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def failing(info: _envs.EnvInfo, spec: _envs.VersionSpec, installer: _envs.Installer, root: Path) -> None:
+    def failing(
+        info: _envs.EnvInfo, spec: _envs.VersionSpec, installer: _envs.Installer, root: Path, extras: Any = ()
+    ) -> None:
         Path(info.path).mkdir(parents=True)
         raise _envs._InstallError("install: no version 9.9.9")
 
