@@ -25,6 +25,8 @@ class Config:
     scrub_patterns: tuple[str, ...] = ()
     scrub_exempt: tuple[str, ...] = ()
     max_bytes: int | None = None
+    loader_limits: tuple[tuple[str, int], ...] = ()
+    """``max-*`` settings for the cassette loader (``replay.cassette.Limits`` field → value)."""
     matrix_with: tuple[str, ...] = ()
     source: Path | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -45,16 +47,21 @@ _KNOWN = {
     "scrub_exempt": "scrub_exempt",
     "max-bytes": "max_bytes",
     "max_bytes": "max_bytes",
+    "max-items": "max_items",
+    "max-string": "max_string",
+    "max-depth": "max_depth",
+    "max-references": "max_references",
     "matrix-with": "matrix_with",
     "matrix_with": "matrix_with",
 }
 
 
 def limits(config: Config) -> Limits:
-    """Loader limits with ``[tool.replay] max-bytes`` applied."""
+    """Loader limits with ``[tool.replay] max-*`` applied."""
     from .cassette import DEFAULT_LIMITS, Limits
 
-    return Limits(max_bytes=config.max_bytes) if config.max_bytes else DEFAULT_LIMITS
+    values = dict(config.loader_limits)
+    return Limits(**values) if values else DEFAULT_LIMITS
 
 
 def find_pyproject(start: Path | None = None) -> Path | None:
@@ -90,6 +97,7 @@ def _load(path: Path, stamp: int, cwd: Path) -> Config:
         raise ReplayUsageError(f"{path}: [tool.replay] must be a table")
     kwargs: dict[str, Any] = {}
     extra: dict[str, Any] = {}
+    loader: dict[str, int] = {}
     base = path.parent
     for key, value in table.items():
         name = _KNOWN.get(key)
@@ -109,11 +117,13 @@ def _load(path: Path, stamp: int, cwd: Path) -> Config:
             if value not in ("fail", "repeat", "fake"):
                 raise ReplayUsageError(f"{path}: [tool.replay] {key} must be fail, repeat or fake")
             kwargs[name] = value
-        elif name == "max_bytes":
+        elif name.startswith("max_"):
             if type(value) is not int or value <= 0:
                 raise ReplayUsageError(f"{path}: [tool.replay] {key} must be a positive integer")
-            kwargs[name] = value
-    return Config(source=path, extra=extra, **kwargs)
+            loader[name] = value
+    if "max_bytes" in loader:
+        kwargs["max_bytes"] = loader["max_bytes"]
+    return Config(source=path, extra=extra, loader_limits=tuple(sorted(loader.items())), **kwargs)
 
 
 def _relative(p: Path) -> Path:

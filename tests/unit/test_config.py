@@ -40,3 +40,11 @@ def test_max_bytes_applies_to_the_cli(cli, project: Path) -> None:
     (project / "pyproject.toml").write_text("[tool.replay]\nmax-bytes = 100\n")
     r = cli("show", ROOT / "cassettes" / "seed000" / "long.cassette")
     assert r.code == 2 and "over the 100-byte limit" in r.err
+
+
+def test_every_loader_limit_is_settable(tmp_path: Path) -> None:
+    from replay.config import limits
+
+    (tmp_path / "pyproject.toml").write_text("[tool.replay]\nmax-depth = 7\nmax-references = 99\nmax-items = 5\n")
+    got = limits(load_config(tmp_path))
+    assert (got.max_depth, got.max_references, got.max_items) == (7, 99, 5)
