@@ -39,6 +39,9 @@ def record_scenarios(scenarios: Sequence[Scenario], cassettes: Path, *, force: b
         cassette = record(sc)
         save(cassette, path)
         detail = f"{len(cassette.exchanges)} requests, outcome {cassette.outcome.status}"
+        if cassette.outcome.error is not None:  # recorded as the outcome, but the author should see it now
+            message = cassette.outcome.error.message.splitlines()[0] if cassette.outcome.error.message else ""
+            detail += f": {cassette.outcome.error.type.rsplit('.', 1)[-1]}: {message[:120]}"
         out.append(RecordOutcome(sc.id, path, "recorded", detail))
     return out
 
