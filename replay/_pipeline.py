@@ -7,7 +7,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import invariants
-from .cassette import DEFAULT_LIMITS, Cassette, Limits, cassette_path, clean_stale_temps, iter_cassettes, load, save
+from .cassette import (
+    DEFAULT_LIMITS,
+    Cassette,
+    Limits,
+    cassette_path,
+    clean_stale_temps,
+    iter_cassettes,
+    load,
+    save,
+    write_atomic,
+)
 from .config import Config
 from .differ import diff
 from .errors import CassetteError, ReplayError
@@ -82,6 +92,26 @@ def replay_scenario(
         cassette=str(path),
         result=str(result_path) if result_path else None,
     )
+
+
+def accept(reports: Sequence[ScenarioReport]) -> list[str]:
+    """Replace each changed recording by its replay, where the replay followed the recording.
+
+    The replay's answers are the recorded ones, so its cassette is a faithful recording of
+    what the installed harness sends; a replay that diverged (a role asked for more or fewer
+    answers, the network was blocked) got answers that belong to other calls and is kept
+    out. Like syrupy's ``--snapshot-update``, this is for changes already reviewed.
+    """
+    lines = []
+    for r in reports:
+        if r.status != "changed" or r.diff is None or r.cassette is None or r.result is None:
+            continue
+        if r.diff.notes:
+            lines.append(f"not accepted {r.scenario_id}: the replay diverged ({r.diff.notes[0]}); re-record it")
+            continue
+        write_atomic(Path(r.cassette), Path(r.result).read_bytes())
+        lines.append(f"accepted     {r.scenario_id} -> {r.cassette}")
+    return lines
 
 
 def compare_files(a: Path, b: Path, rules: Rules = Rules(), limits: Limits = DEFAULT_LIMITS) -> ScenarioReport:

@@ -144,6 +144,14 @@ def run(
     allow_host: Annotated[
         list[str] | None, typer.Option("--allow-host", help="Host a replay may connect to (repeatable).")
     ] = None,
+    accept: Annotated[
+        bool,
+        typer.Option(
+            "--accept",
+            help="Make the replay the new baseline where it changed and followed the recording "
+            "(same calls, recorded answers): no model is called to re-record.",
+        ),
+    ] = False,
 ) -> None:
     """Replay scenarios on the installed harness from their cassettes and diff what they send now."""
     config = _config()
@@ -168,6 +176,10 @@ def run(
     emit(reports, fmt.value, title="harness-replay run")
     if not targets:
         _warn_orphans(cassettes or config.cassettes, {sc.id for sc in scenarios})
+    if accept:
+        for line in _pipeline.accept(reports):
+            typer.echo(line, err=True)
+        raise typer.Exit(0 if all(r.status != "error" for r in reports) else 1)
     _exit_for(reports)
 
 

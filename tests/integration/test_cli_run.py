@@ -100,3 +100,24 @@ def test_orphan_cassettes_are_named_on_stderr(cli, write_scenario, project: Path
     stale.write_bytes((project / "cassettes" / "simple" / "compact.cassette").read_bytes())
     r = cli("run")
     assert r.code == 0 and "belong to no scenario" in r.err and "gone.cassette" in r.err
+
+
+def test_accept_makes_a_followed_replay_the_new_baseline(cli, write_scenario, project: Path) -> None:
+    write_scenario(keep=2)
+    cli("record")
+    target = project / "cassettes" / "simple" / "compact.cassette"
+    before = target.read_bytes()
+    write_scenario(keep=3)  # same calls per role, different payloads
+    r = cli("run", "--accept")
+    assert r.code == 0 and "accepted" in r.err and target.read_bytes() != before
+    assert cli("run").code == 0  # the accepted cassette is the baseline now
+
+
+def test_accept_refuses_a_replay_that_diverged(cli, write_scenario, project: Path) -> None:
+    path = write_scenario()
+    cli("record")
+    target = project / "cassettes" / "simple" / "compact.cassette"
+    before = target.read_bytes()
+    path.write_text(path.read_text().replace("range(4)", "range(5)"))  # one more main request
+    r = cli("run", "--accept", "--on-exhausted", "repeat")
+    assert "not accepted" in r.err and "re-record" in r.err and target.read_bytes() == before
