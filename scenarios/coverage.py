@@ -242,3 +242,35 @@ async def trajectory_judge(run: Run) -> str:
     result = await agent.run("Tick six times.")
     run.observe("messages", len(result.all_messages()))
     return result.output
+
+
+@scenario("coverage/tool_call_judge")
+async def tool_call_judge(run: Run) -> str:
+    """ToolCallJudge: a named inner agent asked about each tool call (role ``tool_call_judge``)."""
+    from pydantic_ai_harness import ToolCallJudge
+
+    async def judge(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        text = " ".join(str(getattr(p, "content", "")) for m in messages for p in m.parts)
+        answer = "yes" if "/etc" in text else "no"
+        tool = info.output_tools[0]
+        return ModelResponse(parts=[ToolCallPart(tool.name, {"response": answer}, tool_call_id="verdict")])
+
+    async def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[
+                ToolCallPart("delete_file", {"path": "/etc/passwd"}, tool_call_id="del-1"),
+                ToolCallPart("delete_file", {"path": "/tmp/scratch"}, tool_call_id="del-2"),
+            ])
+        return ModelResponse(parts=[TextPart("done")])
+
+    judge_cap = ToolCallJudge(FunctionModel(judge), question="Would running this destroy important data?")
+    agent = Agent(FunctionModel(answer), capabilities=[judge_cap])
+
+    @agent.tool_plain
+    async def delete_file(path: str) -> str:
+        return f"deleted {path}"
+
+    result = await agent.run("Clean up.")
+    returns = [str(p.content) for m in result.all_messages() for p in m.parts if p.part_kind in ("tool-return", "retry-prompt")]
+    run.observe("tool_results", returns)
+    return result.output
