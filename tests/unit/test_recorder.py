@@ -248,3 +248,13 @@ def test_compact_messages_is_recorded_and_replayed() -> None:
     with session_scope(replayed):
         again = asyncio.run(Unreachable(lambda m, i: text("x")).compact_messages(ctx, instructions="keep facts"))
     assert again.parts[0].content == "compacted 2 (keep facts)"
+
+
+def test_bundled_recordings_tag_unnamed_and_named_inner_agents() -> None:
+    """TrajectoryJudge's agent has no name (role from its harness package); ToolCallJudge's has one."""
+    root = Path(__file__).resolve().parents[2] / "cassettes" / "coverage"
+    judge = load(root / "trajectory_judge.cassette")
+    assert {ex.role for ex in judge.exchanges} == {"main", "trajectory_judge"}
+    assert judge.header.roles["trajectory_judge"].startswith("pydantic_ai_harness.trajectory_judge")
+    tool_judge = load(root / "tool_call_judge.cassette")
+    assert sorted(ex.role for ex in tool_judge.exchanges).count("tool_call_judge") == 2
