@@ -88,6 +88,21 @@ class Tally:
         )
         return self.orphans
 
+    def to_worker_output(self) -> dict[str, object]:
+        """What a pytest-xdist worker hands the controller (plain data: it crosses a process)."""
+        return {
+            "statuses": dict(self.statuses),
+            "expected": sorted(map(str, self.expected)),
+            "used": sorted(map(str, self.used)),
+            "dirs": sorted(map(str, self.dirs)),
+        }
+
+    def merge(self, data: Mapping[str, object]) -> None:
+        """Add a worker's tally, so the controller's summary and orphan check cover the whole run."""
+        self.statuses.update(data.get("statuses", {}))  # type: ignore[arg-type]
+        for name, target in (("expected", self.expected), ("used", self.used), ("dirs", self.dirs)):
+            target.update(Path(p) for p in data.get(name, ()))  # type: ignore[union-attr]
+
     def summary(self) -> str | None:
         if not self.statuses:
             return None

@@ -131,6 +131,10 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
+    workeroutput = getattr(config, "workeroutput", None)
+    if workeroutput is not None:  # a pytest-xdist worker: the controller sums up and looks for orphans
+        workeroutput["harness_replay"] = config.stash[_TALLY].to_worker_output()
+        return
     if exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
         return
     if any("::" in str(arg) for arg in config.args) or config.getoption("lf", False):
@@ -138,6 +142,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     orphans = config.stash[_TALLY].find_orphans()
     if orphans and config.getoption("replay_unused") == "fail" and exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """pytest-xdist: fold each worker's tally into the controller's."""
+    data = getattr(node, "workeroutput", {}).get("harness_replay")
+    if data:
+        node.config.stash[_TALLY].merge(data)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:

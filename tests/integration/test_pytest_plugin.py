@@ -272,3 +272,23 @@ def test_async_tests_run_by_anyio_are_captured_too(pytester: pytest.Pytester, mo
     )
     run(pytester, monkeypatch, CI="").assert_outcomes(passed=1)
     assert (pytester.path / "cassettes/test_async/test_it.cassette").is_file()
+
+
+def test_xdist_workers_tally_into_one_summary(agent_test: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With pytest-xdist the controller prints one summary and sees orphans across all workers."""
+    pytest.importorskip("xdist", reason="needs pytest-xdist (dev extra)")
+    with monkeypatch.context() as m:
+        m.delenv("CI", raising=False)
+        first = agent_test.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2")
+    first.assert_outcomes(passed=4)
+    assert "cassettes 3 recorded, 0 replayed, 0 changed" in output(first)
+    stale = agent_test.path / CASSETTES / "test_removed.cassette"
+    stale.write_bytes((agent_test.path / CASSETTES / "test_compacts.cassette").read_bytes())
+    with monkeypatch.context() as m:
+        m.setenv("CI", "1")
+        m.setenv("BROKEN", "1")
+        again = agent_test.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--replay-unused=fail")
+    text = output(again)
+    assert "cassettes 0 recorded, 3 replayed, 0 changed" in text
+    assert "1 unused cassette(s)" in text and "test_removed.cassette" in text
+    assert again.ret == pytest.ExitCode.TESTS_FAILED
