@@ -4,7 +4,7 @@ VENV    ?= .venv
 PY      := $(VENV)/bin/python
 UV      := $(shell command -v uv 2>/dev/null || echo $(VENV)-uv/bin/uv)
 
-.PHONY: setup demo test test-fast bench reliability record clean
+.PHONY: setup demo test test-fast lint bench reliability record clean
 
 $(VENV)-uv/bin/uv:
 	python3 -m venv $(VENV)-uv && $(VENV)-uv/bin/pip install -q uv
@@ -33,6 +33,10 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest -q
+
+lint: setup
+	$(VENV)/bin/ruff check replay tests scenarios bench
+	$(PY) -m mypy
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow"

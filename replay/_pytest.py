@@ -99,9 +99,13 @@ class Tally:
 
     def merge(self, data: Mapping[str, object]) -> None:
         """Add a worker's tally, so the controller's summary and orphan check cover the whole run."""
-        self.statuses.update(data.get("statuses", {}))  # type: ignore[arg-type]
+        statuses = data.get("statuses")
+        if isinstance(statuses, dict):
+            self.statuses.update({str(k): int(v) for k, v in statuses.items()})
         for name, target in (("expected", self.expected), ("used", self.used), ("dirs", self.dirs)):
-            target.update(Path(p) for p in data.get(name, ()))  # type: ignore[union-attr]
+            paths = data.get(name)
+            if isinstance(paths, list):
+                target.update(Path(p) for p in paths)
 
     def summary(self) -> str | None:
         if not self.statuses:

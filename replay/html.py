@@ -79,10 +79,14 @@ def _as_matrix(doc: Any) -> dict[str, Any]:
     return doc
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _versions(matrix: dict[str, Any]) -> list[dict[str, Any]]:
     rows = [r for r in matrix.get("versions") or [] if isinstance(r, dict) and r.get("spec")]
     specs = [r["spec"] for r in rows]
-    grid = matrix.get("grid") if isinstance(matrix.get("grid"), dict) else {}
+    grid = _dict(matrix.get("grid"))
     for spec in [*(grid.get("versions") or []), *(s for row in _scenarios(matrix).values() for s in row)]:
         if isinstance(spec, str) and spec not in specs:
             specs.append(spec)
@@ -137,7 +141,7 @@ def _chart_series(row: dict[str, Any], versions: Sequence[dict[str, Any]]) -> tu
     notes: list[str] = []
     for i, v in enumerate(versions):
         spec, colour = v["spec"], _PALETTE[i % len(_PALETTE)]
-        cell = row.get(spec) if isinstance(row.get(spec), dict) else {}
+        cell = _dict(row.get(spec))
         status = cell.get("status", "missing")
         p = pairs[spec]
         name = _label(v)
@@ -310,7 +314,7 @@ def render_html(matrix: dict[str, Any], *, title: str = "harness-replay matrix")
     matrix = _as_matrix(matrix)
     versions = _versions(matrix)
     scenarios = _scenarios(matrix)
-    summary = matrix.get("summary") if isinstance(matrix.get("summary"), dict) else {}
+    summary = _dict(matrix.get("summary"))
     counts = ", ".join(f"{summary[k]} {k}" for k in ("same", "changed", "error") if isinstance(summary.get(k), int))
     head = [
         "<!DOCTYPE html>",

@@ -93,6 +93,6 @@ def render_text(cassette: Cassette, *, normalized: bool = False) -> str:
         if ex.error:
             out.append(f"  error {ex.error.type}: {ex.error.message}")
     out.append(f"== outcome {_line(cassette.outcome.model_dump(exclude_none=True))}")
-    for o in cassette.observations:
-        out.append(f"== observation {o.name} {_line(o.value)}")
+    for obs in cassette.observations:
+        out.append(f"== observation {obs.name} {_line(obs.value)}")
     return "\n".join(out) + "\n"
