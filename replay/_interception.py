@@ -20,7 +20,7 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from .cassette import Kind
+from .cassette import Kind, is_harness_module
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
@@ -87,7 +87,7 @@ def role_for(agent: Any) -> str:
     origin = _origin(agent) or AgentOrigin(getattr(agent, "name", None), "")
     if origin.explicit_name:
         return origin.explicit_name
-    if origin.module.startswith("pydantic_ai_harness"):
+    if is_harness_module(origin.module):
         parts = [p.lstrip("_") for p in origin.module.split(".")[1:] if p.lstrip("_")]
         return parts[0] if parts else "harness"
     return "main"
@@ -96,7 +96,7 @@ def role_for(agent: Any) -> str:
 def is_inner(agent: Any) -> bool:
     """Whether a harness capability built this agent (its requests are not the scenario's own)."""
     origin = _origin(agent)
-    return origin is not None and origin.module.startswith("pydantic_ai_harness")
+    return origin is not None and is_harness_module(origin.module)
 
 
 def _current_agent(run_context: Any = None) -> Any:

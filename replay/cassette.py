@@ -30,6 +30,11 @@ SUFFIX = ".cassette"
 Kind = Literal["request", "request_stream", "count_tokens", "compact_messages"]
 
 
+def is_harness_module(module: str) -> bool:
+    """Whether an agent was built by pydantic-ai-harness (one of its capabilities' own agents)."""
+    return module.startswith("pydantic_ai_harness")
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=False)
 
@@ -129,6 +134,11 @@ class Cassette(_Model):
     def expand(self, indices: Iterable[int]) -> list[dict[str, Any]]:
         table = self.messages
         return [table[i] for i in indices]
+
+    def user_roles(self) -> set[str]:
+        """Roles of the agents the scenario built, as opposed to harness capabilities' own agents."""
+        roles = {r for r, module in self.header.roles.items() if not is_harness_module(module) and r != "direct"}
+        return roles or {"main"}
 
     def by_role(self) -> dict[str, list[Exchange]]:
         roles: dict[str, list[Exchange]] = {}

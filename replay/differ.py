@@ -150,15 +150,6 @@ def _lost(a: NormalRequest, b: NormalRequest) -> tuple[list[str], list[str]]:
     return lost, gained
 
 
-def _user_roles(cassette: Cassette) -> set[str]:
-    """Roles of agents the scenario built (not harness inner agents)."""
-    return {
-        role
-        for role, origin in cassette.header.roles.items()
-        if not origin.startswith("pydantic_ai_harness") and role != "direct"
-    } or {"main"}
-
-
 def diff(
     a: Cassette | NormalCassette,
     b: Cassette | NormalCassette,
@@ -170,7 +161,7 @@ def diff(
     nb = b if isinstance(b, NormalCassette) else normalise(b, rules)
     roles = sorted(set(na.requests) | set(nb.requests))
     counts = [RoleCount(r, len(na.requests.get(r, [])), len(nb.requests.get(r, []))) for r in roles]
-    user_roles = _user_roles(na.source) | _user_roles(nb.source)
+    user_roles = na.source.user_roles() | nb.source.user_roles()
     requests: list[RequestDiff] = []
     mains: list[MainRequest] = []
     ex_a = {(e.role, e.index): e for e in na.source.exchanges}

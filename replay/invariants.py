@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .cassette import AgentRunRecord, Cassette, Exchange
+from .cassette import AgentRunRecord, Cassette, Exchange, is_harness_module
 from .differ import message_label
 from .errors import ReplayUsageError
 from .normaliser import Normaliser, digest
@@ -220,18 +220,12 @@ def _found(text: str, haystack: str) -> bool:
 # --------------------------------------------------------------------------- the cassette's structure
 
 
-def _user_roles(c: Cassette) -> set[str]:
-    """Roles of agents the scenario built (not harness inner agents); ``main`` if the header says nothing."""
-    roles = {r for r, mod in c.header.roles.items() if not mod.startswith("pydantic_ai_harness") and r != "direct"}
-    return roles or {"main"}
-
-
 def _is_compaction(c: Cassette, ex: Exchange) -> bool:
     """A call that produces a summary: a harness compaction agent's request, or a provider-side compaction."""
     if ex.kind == "compact_messages":
         return True
     origin = c.header.roles.get(ex.role, "")
-    return "compaction" in (origin if origin.startswith("pydantic_ai_harness") else ex.role)
+    return "compaction" in (origin if is_harness_module(origin) else ex.role)
 
 
 def _is_main_request(ex: Exchange, user_roles: set[str]) -> bool:
@@ -297,7 +291,7 @@ def _views(c: Cassette) -> dict[str, list[_View]]:
     A run is chained when its ``message_history`` is an earlier run's result: then its
     logical history is that run's logical history, not the (possibly compacted) one it got.
     """
-    user_roles = _user_roles(c)
+    user_roles = c.user_roles()
     n = Normaliser()
     norm = [digest(n.value(m)) for m in c.messages]
     by_run: dict[int, list[Exchange]] = {}
@@ -446,7 +440,7 @@ def empty_summary(c: Cassette) -> Iterator[Violation]:
     Harness 0.54 accepted a blank summary and replaced the history with it; 0.62 retries and
     fails the summarizer run instead, which is not a violation (the run's error shows it).
     """
-    user_roles = _user_roles(c)
+    user_roles = c.user_roles()
     mains = sorted((v for vs in _views(c).values() for v in vs), key=lambda v: v.exchange.seq)
     last: dict[tuple[str, int], Exchange] = {}  # a summarizer run's last call carries its final answer
     for e in c.exchanges:
