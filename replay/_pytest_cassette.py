@@ -17,6 +17,7 @@ from ._pytest import Action, Mode, Status, shown
 from .cassette import Cassette, Exchange, load, save
 from .differ import Diff, diff
 from .guard import NetworkGuard, network_guard
+from .invariants import new_violations
 from .normaliser import Rules
 from .recorder import Session, base_header, finalize
 from .replayer import CassetteSource, Divergence, OnExhausted, ReplayExhausted, offline
@@ -127,7 +128,7 @@ class TestCassette:
             dv.describe() for dv in divergences if dv.kind != "order" and not (self.extra_ok and dv.kind == "exhausted")
         ]
         d.warnings += [dv.describe() for dv in divergences if dv.kind == "order"]
-        d.new_violations = _new_violations(self.recorded, result)
+        d.new_violations = new_violations(self.recorded, result)
         return d
 
     def finish(self, passed: bool) -> tuple[Status, list[str]]:
@@ -158,14 +159,5 @@ class TestCassette:
 def _changed_besides_additions(d: Diff) -> bool:
     return bool(d.requests or d.outcome or d.observations or d.notes or d.new_violations or any(r.a > r.b for r in d.roles))
 
-
-def _new_violations(recorded: Cassette, result: Cassette) -> list[Any]:
-    """Invariants broken by this run but not by the recording (tolerates an invariants module still in the making)."""
-    try:
-        from . import invariants
-    except ImportError:
-        return []
-    check = getattr(invariants, "new_violations", None)
-    return list(check(recorded, result)) if check is not None else []
 
 
