@@ -1,4 +1,9 @@
-"""Readable views of one cassette: JSON for tools, text for people and for ``git diff`` (textconv)."""
+"""Readable views of one cassette: JSON for tools, text for people, normalised text for ``git diff``.
+
+The plain text view is for reading (one line per message, parts and content only); the
+normalised view keeps every compared field, one JSON line per message, so a line-based diff
+points at exactly what changed; ``--format json`` has everything.
+"""
 
 from __future__ import annotations
 
@@ -57,6 +62,30 @@ def _line(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
+def _part(part: dict[str, Any]) -> str:
+    kind = part.get("part_kind", "?")
+    bits = [kind]
+    if part.get("tool_name"):
+        bits.append(part["tool_name"])
+    if part.get("tool_call_id"):
+        bits.append(f"#{part['tool_call_id']}")
+    if "args" in part and part["args"] is not None:
+        bits.append(_line(part["args"]))
+    content = part.get("content")
+    if isinstance(content, list):
+        content = " ".join(str(c.get("content", c)) if isinstance(c, dict) else str(c) for c in content)
+    if content is not None and content != "":
+        text = content if isinstance(content, str) else _line(content)
+        text = text.replace("\n", "\\n")
+        bits.append(repr(text if len(text) <= 160 else text[:157] + "..."))
+    return " ".join(bits)
+
+
+def _message(message: dict[str, Any]) -> str:
+    """One line a person can read: the message kind, then each part's kind and content."""
+    return f"{message.get('kind', '?')}: " + " | ".join(_part(p) for p in message.get("parts", []))
+
+
 def render_text(cassette: Cassette, *, normalized: bool = False) -> str:
     """One line per message and per field, so a line-based ``git diff`` points at what changed."""
     h = cassette.header
@@ -85,9 +114,9 @@ def render_text(cassette: Cassette, *, normalized: bool = False) -> str:
         est = f" estimate {ex.estimate}" if ex.estimate is not None else ""
         out.append(f"== {ex.role}[{ex.index}] {ex.kind} model {ex.model_name}{est}")
         for j, m in enumerate(cassette.expand(ex.messages)):
-            out.append(f"  messages[{j}] {_line(m)}")
+            out.append(f"  [{j}] {_message(m)}")
         if ex.response is not None:
-            out.append(f"  response {_line(cassette.messages[ex.response])}")
+            out.append(f"  => {_message(cassette.messages[ex.response])}")
         if ex.usage:
             out.append(f"  usage {_line(ex.usage)}")
         if ex.error:

@@ -18,8 +18,15 @@ def test_show_json_has_the_documented_shape(cli) -> None:
     assert isinstance(req["messages"], list) and req["messages"][0]["kind"] == "request"
 
 
+def test_readable_view_is_one_line_per_message(cli) -> None:
+    out = cli("show", ROOT / "cassettes" / "coverage" / "tool_call.cassette").out
+    assert "  [0] request: user-prompt 'What is 2 + 3?'" in out
+    assert "  [2] request: tool-return add #add-1 '5'" in out
+    assert "  => response: text 'sum is 5'" in out
+
+
 def test_normalized_view_drops_volatile_fields(cli) -> None:
-    raw = cli("show", LONG).out
+    raw = cli("show", LONG, "--format", "json").out
     norm = cli("show", LONG, "--normalized").out
     assert "timestamp" in raw and "timestamp" not in norm
     assert "== main[0] request" in norm
