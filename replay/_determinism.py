@@ -164,8 +164,8 @@ def _patch_modules() -> None:
 
 def _restore() -> None:
     for namespace, name, original in reversed(_patched):
-        if namespace.get(name) is _REPLACEMENTS[name]:  # type: ignore[attr-defined]
-            namespace[name] = original  # type: ignore[index]
+        if namespace.get(name) is _REPLACEMENTS[name]:
+            namespace[name] = original
     _patched.clear()
 
 

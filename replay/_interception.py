@@ -55,7 +55,7 @@ def _caller_module(depth: int = 2) -> str:
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
         if not (module.startswith(_SKIP_PREFIXES) or module in ("pydantic_ai", "replay", "contextlib", "asyncio")):
-            return module
+            return str(module)
         frame = frame.f_back  # type: ignore[assignment]
     return "__main__"
 
@@ -191,7 +191,7 @@ class _Patcher:
             patcher._patch_class(cls)
 
         self._saved.append((Model, "__init_subclass__", original_init_subclass))
-        Model.__init_subclass__ = classmethod(init_subclass)  # type: ignore[assignment]
+        Model.__init_subclass__ = classmethod(init_subclass)  # type: ignore[assignment,arg-type]
 
         original_iter = Agent.__dict__["iter"]
         self._saved.append((Agent, "iter", original_iter))

@@ -260,7 +260,8 @@ def to_wire(cassette: Cassette) -> dict[str, Any]:
 
 def dumps(cassette: Cassette) -> bytes:
     try:
-        return MAGIC + msgpack.packb(to_wire(cassette), use_bin_type=True)
+        packed: bytes = msgpack.packb(to_wire(cassette), use_bin_type=True)
+        return MAGIC + packed
     except (TypeError, ValueError) as exc:
         raise CassetteError(cassette.header.scenario_id or "<cassette>", f"cannot encode: {exc}") from exc
 

@@ -162,7 +162,7 @@ def _nice_step(span: float) -> float:
     """A 1-2-2.5-5 step giving about four intervals, so tick labels are round numbers."""
     raw = max(span, 1) / 4
     mag = 10 ** math.floor(math.log10(raw))
-    return next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    return float(next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw))
 
 
 def _fmt(v: float) -> str:

@@ -53,11 +53,13 @@ def adapters() -> tuple[TypeAdapter[Any], TypeAdapter[Any]]:
 
 
 def dump_messages(messages: Any) -> list[dict[str, Any]]:
-    return adapters()[0].dump_python(list(messages), mode="json")
+    dumped: list[dict[str, Any]] = adapters()[0].dump_python(list(messages), mode="json")
+    return dumped
 
 
 def load_messages(data: list[dict[str, Any]]) -> list[Any]:
-    return adapters()[0].validate_python(data)
+    loaded: list[Any] = adapters()[0].validate_python(data)
+    return loaded
 
 
 @functools.cache

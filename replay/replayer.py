@@ -255,7 +255,7 @@ def _stream_class(base: type) -> type:
     cls = _STREAM_CLASSES.get(base)
     if cls is None:
 
-        class ReplayStreamedResponse(base):  # type: ignore[misc, valid-type]
+        class ReplayStreamedResponse(base):  # type: ignore[misc]
             _replay_response: Any
             _replay_events: list[Any]
 
@@ -272,7 +272,8 @@ def _stream_class(base: type) -> type:
 
             @property
             def provider_name(self) -> str | None:
-                return self._replay_response.provider_name
+                name: str | None = self._replay_response.provider_name
+                return name
 
             @property
             def provider_url(self) -> str | None:
@@ -280,7 +281,8 @@ def _stream_class(base: type) -> type:
 
             @property
             def timestamp(self) -> datetime:
-                return self._replay_response.timestamp
+                stamp: datetime = self._replay_response.timestamp
+                return stamp
 
         cls = _STREAM_CLASSES[base] = ReplayStreamedResponse
     return cls
