@@ -32,7 +32,6 @@ class SessionLike(Protocol):
     """What the wrappers hand calls to (``replay.recorder.Session``)."""
 
     async def on_request(self, call: Call) -> Any: ...
-    async def on_compact(self, call: Call) -> Any: ...
     def on_stream(self, call: Call) -> Any: ...
     def on_run_start(self, agent: Any) -> int: ...
     def on_run_end(self, slot: int, agent: Any, prompt: Any, history: Any, agent_run: Any, exc: BaseException | None) -> None: ...
@@ -239,8 +238,6 @@ def _wrap(kind: str, original: Any) -> Any:
         call = Call(kind, self, role_for(agent), args, kwargs, original)  # type: ignore[arg-type]
         token = _ACTIVE.set(key)
         try:
-            if kind == "compact_messages":
-                return await session.on_compact(call)
             return await session.on_request(call)
         finally:
             _ACTIVE.reset(token)

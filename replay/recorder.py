@@ -164,8 +164,11 @@ class Session:
         ex.response = self.builder.message(dump_messages([response])[0])
 
     async def on_request(self, call: Call) -> Any:
+        """``request``, ``count_tokens`` and ``compact_messages``: one answer, recorded after the call."""
         messages, settings, params = _split(call)
         ex = self._new_exchange(call, messages, settings, params)
+        if call.kind == "compact_messages":
+            ex.instructions = call.kwargs.get("instructions")
         try:
             response = await self.source.respond(call, ex)
         except BaseException as exc:
@@ -177,23 +180,6 @@ class Session:
             ex.usage = jsonable(response)
         else:
             self.store_response(ex, response)
-        return response
-
-    async def on_compact(self, call: Call) -> Any:
-        request_context = call.args[0] if call.args else call.kwargs.get("request_context")
-        messages = getattr(request_context, "messages", None)
-        settings = getattr(request_context, "model_settings", None)
-        params = getattr(request_context, "model_request_parameters", None)
-        ex = self._new_exchange(call, messages, settings, params)
-        ex.instructions = call.kwargs.get("instructions")
-        try:
-            response = await self.source.respond(call, ex)
-        except BaseException as exc:
-            ex.error = error_info(exc)
-            raise
-        finally:
-            self.answered(ex)
-        self.store_response(ex, response)
         return response
 
     @asynccontextmanager
@@ -283,6 +269,14 @@ def _safe_attr(obj: Any, name: str) -> str | None:
 
 
 def _split(call: Call) -> tuple[Any, Any, Any]:
+    """(messages, settings, request parameters) of a call, wherever the method takes them from."""
+    if call.kind == "compact_messages":
+        context = call.args[0] if call.args else call.kwargs.get("request_context")
+        return (
+            getattr(context, "messages", None),
+            getattr(context, "model_settings", None),
+            getattr(context, "model_request_parameters", None),
+        )
     names = ("messages", "model_settings", "model_request_parameters")
     values = list(call.args[:3]) + [None] * (3 - min(3, len(call.args)))
     for i, name in enumerate(names):
