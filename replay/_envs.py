@@ -21,10 +21,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 from .errors import ReplayUsageError
 
@@ -50,6 +50,8 @@ class VersionSpec:
     requirement: str
     label: str
     """Directory-safe name used for the env and the result cassettes (``.replay/matrix/<label>``)."""
+    python: str | None = None
+    """``--python`` as given (a version or an interpreter path); None: the Python running the matrix."""
 
 
 def parse_versions(values: Iterable[str]) -> list[VersionSpec]:
@@ -73,6 +75,21 @@ def parse_versions(values: Iterable[str]) -> list[VersionSpec]:
     dupes = {x for x in labels if labels.count(x) > 1}
     if dupes:
         raise ReplayUsageError(f"--harness: two specs map to the same name {min(dupes)!r}")
+    return out
+
+
+def with_pythons(versions: Sequence[VersionSpec], pythons: Iterable[str]) -> list[VersionSpec]:
+    """One column per (python, harness) when ``--python`` is given; keys and labels name both.
+
+    Ordered by Python first, so a shard or a reader walks one interpreter's columns together.
+    """
+    chosen = list(dict.fromkeys(p.strip() for p in pythons if p.strip()))
+    if not chosen:
+        return list(versions)
+    out = []
+    for py in chosen:
+        tag = _safe(f"py{Path(py).name if os.sep in py else py}")
+        out += [replace(v, spec=f"{v.spec}@{tag}", label=f"{v.label}-{tag}", python=py) for v in versions]
     return out
 
 
@@ -228,6 +245,8 @@ class EnvInfo:
     python: str | None = None
     freeze: list[str] = field(default_factory=list)
     setup_seconds: float = 0.0
+    interpreter: str = ""
+    """The base interpreter the env was made from (``--python`` resolved), empty for the caller's own."""
 
     @property
     def reused(self) -> bool:
@@ -336,11 +355,12 @@ def _build(info: EnvInfo, spec: VersionSpec, installer: Installer, root: Path, e
     py = env_python(path)
     reqs = [_tool_requirement(root), spec.requirement, *extras]
     if installer.name == "uv":
-        _check(_run([*installer.uv, "venv", "-q", "--python", sys.executable, str(path)]), "uv venv")
+        base = info.interpreter or sys.executable
+        _check(_run([*installer.uv, "venv", "-q", "--python", base, str(path)]), "uv venv")
         _check(_run([*installer.uv, "pip", "install", "-q", "--python", str(py), *reqs]), "install")
         freeze = _run([*installer.uv, "pip", "freeze", "--python", str(py)])
     else:
-        _check(_run([sys.executable, "-m", "venv", str(path)]), "venv")
+        _check(_run([info.interpreter or sys.executable, "-m", "venv", str(path)]), "venv")
         _check(_run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", *reqs]), "install")
         freeze = _run([str(py), "-m", "pip", "freeze", "--disable-pip-version-check"])
     info.freeze = [ln for ln in freeze.stdout.splitlines() if ln.strip()]
@@ -352,35 +372,164 @@ def _build(info: EnvInfo, spec: VersionSpec, installer: Installer, root: Path, e
         raise _InstallError(f"{spec.spec}: installed, but {HARNESS} is not in the environment")
 
 
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Serialise builders of one env (two matrix runs sharing a cache must not interleave)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(path.name + ".lock"), "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+# --------------------------------------------------------------------------- interpreters
+
+_VERSION_PROBE = "import sys; print(sys.implementation.name + '-' + '.'.join(map(str, sys.version_info[:3])))"
+
+
+def _probe_python(exe: str) -> str | None:
+    """``cpython-3.12.1`` for a working interpreter, None for anything else (a pyenv shim that fails)."""
+    try:
+        proc = subprocess.run(
+            [exe, "-I", "-c", _VERSION_PROBE], capture_output=True, text=True, timeout=30, check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    out = proc.stdout.strip()
+    return out if proc.returncode == 0 and re.fullmatch(r"\w+-\d+\.\d+\.\d+", out) else None
+
+
+def _version_matches(tag: str, request: str) -> bool:
+    return tag.split("-", 1)[1].split(".")[: len(request.split("."))] == request.split(".")
+
+
+def _pyenv_candidates(request: str) -> list[str]:
+    root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+    if not root.is_dir():
+        return []
+    found = [d for d in root.iterdir() if re.fullmatch(r"\d+\.\d+\.\d+", d.name) and _version_matches(f"x-{d.name}", request)]
+    found.sort(key=lambda d: tuple(int(x) for x in d.name.split(".")), reverse=True)
+    return [str(d / "bin" / "python") for d in found]
+
+
+def find_python(request: str | None, installer: Installer) -> tuple[str, str]:
+    """(interpreter path, ``cpython-X.Y.Z``) for ``--python``; the caller's own when None.
+
+    Looked for as a path, then among pyenv's versions, then ``pythonX.Y`` on PATH, then
+    by uv (which installs a managed one when none is found). pyenv's shims are tried
+    but skipped when they fail, as they do for a version that is installed but not
+    selected, which is why uv's own search is not the first resort.
+    """
+    if request is None:
+        return sys.executable, python_tag()
+    if not re.fullmatch(r"\d+(\.\d+){0,2}", request):
+        path = Path(request).expanduser()
+        tag = _probe_python(str(path)) if path.exists() else None
+        if tag is None:
+            raise _InstallError(f"--python {request}: not a Python version (e.g. 3.12) or a working interpreter")
+        return str(path.resolve()), tag
+    candidates = [*_pyenv_candidates(request), *filter(None, [shutil.which(f"python{request}")])]
+    for exe in candidates:
+        tag = _probe_python(exe)
+        if tag and _version_matches(tag, request):
+            return exe, tag
+    if installer.name == "uv":
+        proc = _run([*installer.uv, "python", "find", request])
+        if proc.returncode != 0:  # none found: let uv install a managed one
+            _run([*installer.uv, "python", "install", "-q", request])
+            proc = _run([*installer.uv, "python", "find", "--python-preference", "only-managed", request])
+        lines = proc.stdout.strip().splitlines() if proc.returncode == 0 else []
+        tag = _probe_python(lines[-1]) if lines else None
+        if tag and _version_matches(tag, request):
+            return lines[-1], tag
+    raise _InstallError(f"--python {request}: no such interpreter found (pyenv, PATH{', uv' if installer.name == 'uv' else ''})")
+
+
+# --------------------------------------------------------------------------- locks
+
+
+def _lock_file(path: Path) -> Path:
+    return path.with_name(path.name + ".lock")
+
+
+def _open_locked(path: Path, mode: int) -> IO[str]:
+    """Open and ``flock`` the env's lock file, retrying if a prune replaced it meanwhile.
+
+    A prune unlinks the lock file of the env it removes, so a lock taken on an open
+    handle of that old file would guard nothing: check it is still the file at the path.
+    """
+    lock = _lock_file(path)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        fh = open(lock, "a+")
         try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+            fcntl.flock(fh, mode)
+            if os.fstat(fh.fileno()).st_ino == os.stat(lock).st_ino:
+                return fh
+        except FileNotFoundError:
+            pass
+        except BaseException:
+            fh.close()
+            raise
+        fh.close()
+
+
+def _still_locked(fh: IO[str], path: Path) -> bool:
+    try:
+        return os.fstat(fh.fileno()).st_ino == os.stat(_lock_file(path)).st_ino
+    except FileNotFoundError:
+        return False
+
+
+def _release(fh: IO[str]) -> None:
+    try:
+        fcntl.flock(fh, fcntl.LOCK_UN)
+    finally:
+        fh.close()
 
 
 def _prune(path: Path, label: str) -> None:
     """Drop envs of the same label built for an older tool source or Python: they are never reused.
 
-    An env another process holds (its lock taken) is left alone.
+    Only envs nobody holds: a matrix run keeps a shared lock on each env it uses from the
+    moment it is ready until its replays end, so another run's prune skips it.
     """
     pattern = re.compile(re.escape(label) + r"-[0-9a-f]{16}")
     for other in path.parent.iterdir():
         if other == path or not other.is_dir() or not pattern.fullmatch(other.name):
             continue
-        lock = other.with_name(other.name + ".lock")
-        with open(lock, "w") as fh:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                continue
+        try:
+            fh = _open_locked(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # in use (or being built) by another run
+        try:
             shutil.rmtree(other, ignore_errors=True)
-            lock.unlink(missing_ok=True)
+            _lock_file(other).unlink(missing_ok=True)
+        finally:
+            _release(fh)
+
+
+def _reuse(path: Path, started: float) -> EnvInfo | None:
+    stamp = path / STAMP
+    if not (stamp.is_file() and env_python(path).exists()):
+        return None
+    try:
+        data = json.loads(stamp.read_text(encoding="utf-8"))
+        reused = EnvInfo(**{**data, "status": "reused", "setup_seconds": 0.0})
+    except (OSError, ValueError, TypeError):
+        return None  # unreadable stamp: rebuild
+    reused.setup_seconds = round(time.perf_counter() - started, 3)
+    return reused
+
+
+def _create(info: EnvInfo, spec: VersionSpec, installer: Installer, root: Path, extras: Sequence[str], started: float) -> None:
+    path = Path(info.path)
+    shutil.rmtree(path, ignore_errors=True)
+    try:
+        _build(info, spec, installer, root, extras)
+    except _InstallError as exc:
+        shutil.rmtree(path, ignore_errors=True)
+        info.status, info.error = "error", str(exc)
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        shutil.rmtree(path, ignore_errors=True)
+        info.status, info.error = "error", f"{spec.spec}: {one_line(str(exc))}"
+    info.setup_seconds = round(time.perf_counter() - started, 3)
+    if info.status == "created":
+        stamp = path / STAMP
+        tmp = stamp.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(info), indent=1), encoding="utf-8")
+        os.replace(tmp, stamp)
 
 
 def ensure_env(
@@ -390,40 +539,52 @@ def ensure_env(
     tool_hash: str,
     root: Path | None = None,
     extras: Sequence[str] = (),
+    hold: ExitStack | None = None,
 ) -> EnvInfo:
-    """Return a ready env for ``spec``, reusing a stamped one; failures come back as ``status='error'``."""
+    """Return a ready env for ``spec``, reusing a stamped one; failures come back as ``status='error'``.
+
+    With ``hold``, a shared lock on the env stays taken until that stack closes, so no
+    other matrix run's prune removes it while replays still run in it (without, it is
+    released on return). Builders take the lock exclusively, so two runs never build
+    the same env at once.
+    """
     root = root or tool_root()
     started = time.perf_counter()
     try:
-        key = env_key(spec, tool_hash)
+        interpreter, tag = find_python(spec.python, installer)
+        key = env_key(spec, tool_hash, tag)
+    except _InstallError as exc:
+        return EnvInfo(spec.spec, spec.label, spec.kind, "", "", "error", error=str(exc))
     except OSError as exc:
         return EnvInfo(spec.spec, spec.label, spec.kind, "", "", "error", error=f"{spec.spec}: {exc}")
     path = (cache / f"{spec.label}-{key}").resolve()
-    info = EnvInfo(spec.spec, spec.label, spec.kind, key, str(path), "created", installer=installer.name)
-    with _locked(path):
-        stamp = path / STAMP
-        if stamp.is_file() and env_python(path).exists():
-            try:
-                data = json.loads(stamp.read_text(encoding="utf-8"))
-                reused = EnvInfo(**{**data, "status": "reused", "setup_seconds": 0.0})
-                reused.setup_seconds = round(time.perf_counter() - started, 3)
-                return reused
-            except (ValueError, TypeError):
-                pass  # unreadable stamp: rebuild
-        shutil.rmtree(path, ignore_errors=True)
+    while True:
+        fh = _open_locked(path, fcntl.LOCK_SH)
         try:
-            _build(info, spec, installer, root, extras)
-        except _InstallError as exc:
-            shutil.rmtree(path, ignore_errors=True)
-            info.status, info.error = "error", str(exc)
-        except (OSError, subprocess.SubprocessError, ValueError) as exc:
-            shutil.rmtree(path, ignore_errors=True)
-            info.status, info.error = "error", f"{spec.spec}: {one_line(str(exc))}"
-        info.setup_seconds = round(time.perf_counter() - started, 3)
-        if info.status == "created":
-            tmp = stamp.with_suffix(".tmp")
-            data = asdict(info)
-            tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-            os.replace(tmp, stamp)
-            _prune(path, spec.label)
-    return info
+            info = _reuse(path, started)
+            if info is None:
+                fcntl.flock(fh, fcntl.LOCK_EX)  # converting drops the shared lock first: look again
+                if not _still_locked(fh, path):
+                    _release(fh)
+                    continue
+                info = _reuse(path, started)
+                if info is None:
+                    info = EnvInfo(
+                        spec.spec, spec.label, spec.kind, key, str(path), "created", installer=installer.name,
+                        interpreter="" if spec.python is None else interpreter,
+                    )
+                    _create(info, spec, installer, root, extras, started)
+                    if info.status == "created":
+                        _prune(path, spec.label)
+                fcntl.flock(fh, fcntl.LOCK_SH)
+                if info.status != "error" and not (_still_locked(fh, path) and (path / STAMP).is_file()):
+                    _release(fh)  # pruned by another run in the instant between the two locks
+                    continue
+        except BaseException:
+            _release(fh)
+            raise
+        if hold is not None and info.status != "error":
+            hold.callback(_release, fh)
+        else:
+            _release(fh)
+        return info

@@ -56,6 +56,24 @@ def record_scenarios(scenarios: Sequence[Scenario], cassettes: Path, *, force: b
     return out
 
 
+def python_warning(recorded: Cassette, replayed: Cassette) -> list[str]:
+    """A warning when the two sides ran on different Python minors: some libraries behave differently.
+
+    Not a change by itself (the diff decides that), but a verdict can then come from the
+    interpreter rather than the harness, so the report says so.
+    """
+    a, b = recorded.header.python_version, replayed.header.python_version
+    if a and b and a.split(".")[:2] != b.split(".")[:2]:
+        return [f"recorded on Python {a}, replayed on Python {b}: a difference may come from the Python version"]
+    return []
+
+
+def clean_results(results: Path | None) -> None:
+    """Remove temp files a killed earlier run left in a results folder (not those of live writers)."""
+    if results is not None and results.is_dir():
+        clean_stale_temps(results)
+
+
 def replay_scenario(
     sc: Scenario,
     cassettes: Path,
@@ -84,6 +102,7 @@ def replay_scenario(
     d = diff(recorded, result.result, rules)
     d.notes = [div.describe() for div in result.divergences if div.kind != "order"]
     d.warnings += [div.describe() for div in result.divergences if div.kind == "order"]
+    d.warnings += python_warning(recorded, result.result)
     d.new_violations = invariants.new_violations(recorded, result.result)
     return ScenarioReport(
         sc.id,
@@ -120,6 +139,7 @@ def compare_files(a: Path, b: Path, rules: Rules = Rules(), limits: Limits = DEF
     if ca.header.harness_version != cb.header.harness_version:
         la, lb = f"harness {ca.header.harness_version}", f"harness {cb.header.harness_version}"
     d = diff(ca, cb, rules, a_label=la, b_label=lb)
+    d.warnings += python_warning(ca, cb)
     d.new_violations = invariants.new_violations(ca, cb)
     sid = ca.header.scenario_id or cb.header.scenario_id or f"{a} vs {b}"
     return ScenarioReport(sid, "changed" if d.changed else "same", diff=d, cassette=str(a), result=str(b))

@@ -55,7 +55,8 @@ def _config() -> Config:
     return load_config()
 
 
-def _discover(targets: list[str] | None, config: Config) -> list[Any]:
+def _discover(targets: list[str] | None, config: Config, failures: list[Any] | None = None) -> list[Any]:
+    """Import the targeted scenarios; with ``failures``, a file that fails to import is collected there."""
     from .recorder import tracking_agents
     from .scenario import discover
 
@@ -64,10 +65,21 @@ def _discover(targets: list[str] | None, config: Config) -> list[Any]:
     if root not in sys.path:
         sys.path.insert(0, root)
     with tracking_agents():
-        found = discover(targets or [], default_dir=config.scenarios)
-    if not found:
+        found = discover(targets or [], default_dir=config.scenarios, failures=failures)
+    if not found and not failures:
         raise ReplayUsageError(f"{', '.join(targets or [str(config.scenarios)])}: no scenarios found")
     return found
+
+
+def _import_errors(failures: list[Any], found: list[Any]) -> list[ScenarioReport]:
+    """One error report per scenario of a file that failed to import (the file itself if its ids are unknown)."""
+    have = {sc.id for sc in found}
+    out: dict[str, ScenarioReport] = {}
+    for f in failures:
+        for sid in f.ids or (str(f.path),):
+            if sid not in have and sid not in out:
+                out[sid] = ScenarioReport(sid, "error", error=f.reason)
+    return list(out.values())
 
 
 Targets = Annotated[list[str] | None, typer.Argument(help="Scenario files, directories or ids (default: scenarios/).")]
@@ -76,6 +88,11 @@ FormatOpt = Annotated[Fmt, typer.Option("--format", "-f", help="Output format.")
 IgnoreOpt = Annotated[
     list[str] | None, typer.Option("--ignore", help="Extra key or path glob to ignore when comparing (repeatable).")
 ]
+
+ExhaustedOpt = Annotated[
+    Exhausted | None, typer.Option("--on-exhausted", help="When a role asks for more responses than recorded.")
+]
+AllowHostOpt = Annotated[list[str] | None, typer.Option("--allow-host", help="Host a replay may connect to (repeatable).")]
 
 
 def _import_checks(config: Config) -> None:
@@ -137,13 +154,9 @@ def run(
     cassettes: CassettesOpt = None,
     out: Annotated[Path | None, typer.Option("--out", help="Where result cassettes go.")] = None,
     fmt: FormatOpt = Fmt.text,
-    on_exhausted: Annotated[
-        Exhausted | None, typer.Option("--on-exhausted", help="When a role asks for more responses than recorded.")
-    ] = None,
+    on_exhausted: ExhaustedOpt = None,
     ignore: IgnoreOpt = None,
-    allow_host: Annotated[
-        list[str] | None, typer.Option("--allow-host", help="Host a replay may connect to (repeatable).")
-    ] = None,
+    allow_host: AllowHostOpt = None,
     accept: Annotated[
         bool,
         typer.Option(
@@ -157,10 +170,12 @@ def run(
     config = _config()
     from .replayer import offline
 
+    failures: list[Any] = []
     with offline():  # a module-level provider model must import without its key
-        scenarios = _discover(targets, config)
+        scenarios = _discover(targets, config, failures)
     rules = _pipeline.rules_from(config, ignore or ())
     policy = (on_exhausted.value if on_exhausted else config.on_exhausted)
+    _pipeline.clean_results(out or config.results)
     reports = [
         _pipeline.replay_scenario(
             sc,
@@ -173,9 +188,10 @@ def run(
         )
         for sc in scenarios
     ]
+    reports = sorted([*reports, *_import_errors(failures, scenarios)], key=lambda r: r.scenario_id)
     emit(reports, fmt.value, title="harness-replay run")
     if not targets:
-        _warn_orphans(cassettes or config.cassettes, {sc.id for sc in scenarios})
+        _warn_orphans(cassettes or config.cassettes, {sc.id for sc in scenarios} | {i for f in failures for i in f.ids})
     if accept:
         for line in _pipeline.accept(reports):
             typer.echo(line, err=True)
@@ -298,9 +314,16 @@ def ls_cmd(directory: Annotated[Path | None, typer.Argument(help="Cassette direc
 
 def _matrix_targets(targets: list[str] | None, config: Config) -> dict[str, str]:
     """Scenario id → what to pass ``replay run`` in each env: the id, or the file outside scenarios/."""
+    from .scenario import declared
+
     home = config.scenarios.resolve()
-    found = _discover(targets, config)
-    return {sc.id: sc.id if sc.path is None or sc.path.resolve().is_relative_to(home) else str(sc.path) for sc in found}
+    root = str((config.source.parent if config.source else Path.cwd()).resolve())
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    found = declared(targets or [], default_dir=config.scenarios)
+    if not found:
+        raise ReplayUsageError(f"{', '.join(targets or [str(config.scenarios)])}: no scenarios found")
+    return {sid: sid if path.resolve().is_relative_to(home) else str(path) for sid, path in found.items()}
 
 
 @app.command()
@@ -324,6 +347,16 @@ def matrix(
         typer.Option("--env-dir", envvar="REPLAY_ENV_DIR", help="Environment cache (default: .replay/envs)."),
     ] = None,
     ignore: IgnoreOpt = None,
+    on_exhausted: ExhaustedOpt = None,
+    allow_host: AllowHostOpt = None,
+    python: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--python",
+            help="Python to replay under (a version such as 3.12, or an interpreter path; repeatable): "
+            "each cell is then (python, harness).",
+        ),
+    ] = None,
     html: Annotated[
         Path | None, typer.Option("--html", help="Also write an HTML page: table + token-estimate charts.")
     ] = None,
@@ -340,11 +373,15 @@ def matrix(
     from . import _envs
     from . import matrix as mx
 
-    versions = _envs.parse_versions(harness)
+    versions = _envs.with_pythons(_envs.parse_versions(harness), python or ())
     shard_k_n = mx.parse_shard(shard)
     config = _config()
     ids = _matrix_targets(targets, config)
+    # Same options as `run`; [tool.replay] is read by each env's `replay run` from the same project.
     extra = tuple(arg for rule in ignore or () for arg in ("--ignore", rule))
+    extra += tuple(arg for host in allow_host or () for arg in ("--allow-host", host))
+    if on_exhausted is not None:
+        extra += ("--on-exhausted", on_exhausted.value)
     opts = mx.RunOptions(
         cassettes=cassettes,
         out=out or Path(".replay/matrix"),

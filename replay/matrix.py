@@ -60,12 +60,14 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 from xml.sax.saxutils import escape, quoteattr
 
 from . import _envs
+from .cassette import clean_stale_temps
 from .differ import message_label
 from .errors import ReplayUsageError
 from .reporter import write_step_summary
@@ -344,12 +346,16 @@ def run_matrix(
     results: dict[str, dict[str, Cell]] = {}
     bar = progress({v.label: 1 + len(plan[v.spec]) for v in active})
     started = time.perf_counter()
+    if opts.out.is_dir():
+        clean_stale_temps(opts.out)  # what a killed earlier run left; live writers' files are kept
     try:
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
+        # ``hold`` keeps a shared lock on every env in use until the replays end, so a
+        # concurrent matrix run's prune cannot remove it under them.
+        with ExitStack() as hold, ThreadPoolExecutor(max_workers=jobs) as pool:
             pending: dict[Future[Any], tuple[str, Any]] = {}
             for v in active:
                 bar.env(v.label, "preparing environment")
-                pending[pool.submit(_envs.ensure_env, v, cache, installer, tool_hash, None, opts.with_)] = ("env", v)
+                pending[pool.submit(_envs.ensure_env, v, cache, installer, tool_hash, None, opts.with_, hold)] = ("env", v)
             while pending:
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in done:

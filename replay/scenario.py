@@ -7,10 +7,12 @@ pydantic-ai code; harness-replay only watches the model traffic around it.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
 import inspect
 import sys
+import textwrap
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,14 +76,20 @@ class Run:
 _REGISTRY: dict[str, Scenario] = {}
 
 
-def _source_hash(func: Callable[..., Any]) -> str:
-    """Hash of the whole file: module-level constants and helpers shape a scenario as much as its body."""
+def _source_hash(func: Callable[..., Any], scenario_id: str) -> str:
+    """Hash of the scenario function's own source, decorator line included, and its id.
+
+    Only what defines *this* scenario: editing a sibling scenario, a comment elsewhere or
+    the file's docstring must not make every cassette of the file look stale. Helpers
+    the function calls are not covered (a responder edit may or may not change the
+    traffic; the replay itself says whether it did).
+    """
     try:
-        file = inspect.getsourcefile(func)
-        source = Path(file).read_bytes() if file else func.__qualname__.encode()
+        source = textwrap.dedent(inspect.getsource(func))
     except (OSError, TypeError):
-        source = func.__qualname__.encode()
-    return hashlib.blake2b(source, digest_size=8).hexdigest()
+        source = func.__qualname__
+    payload = f"{scenario_id}\0{source}".encode()
+    return hashlib.blake2b(payload, digest_size=8).hexdigest()
 
 
 def _module_stem(func: Callable[..., Any]) -> str:
@@ -115,7 +123,7 @@ def scenario(arg: ScenarioFunc | str | None = None, /) -> Any:
             func=func,
             path=Path(file).resolve() if file else None,
             doc=inspect.getdoc(func) or inspect.getdoc(sys.modules.get(func.__module__)) or "",
-            source_hash=_source_hash(func),
+            source_hash=_source_hash(func, sid),
         )
         func.__replay_scenario_id__ = sid  # type: ignore[attr-defined]
         return func
@@ -158,30 +166,158 @@ def _scenario_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.rglob("*.py") if not p.name.startswith("_"))
 
 
-def discover(targets: Iterable[str], default_dir: Path = Path("scenarios")) -> list[Scenario]:
+def _decorator_id(node: ast.expr, stem: str, name: str) -> str | None | bool:
+    """The id an ``@scenario`` decorator gives, False for another decorator, None if not literal."""
+    func = node.func if isinstance(node, ast.Call) else node
+    is_scenario = (isinstance(func, ast.Name) and func.id == "scenario") or (
+        isinstance(func, ast.Attribute) and func.attr == "scenario"
+    )
+    if not is_scenario:
+        return False
+    if not isinstance(node, ast.Call) or (not node.args and not node.keywords):
+        return f"{stem}/{name}"
+    if len(node.args) == 1 and not node.keywords:
+        arg = node.args[0]
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            return arg.value
+        if isinstance(arg, ast.Constant) and arg.value is None:
+            return f"{stem}/{name}"
+    return None
+
+
+def declared_ids(path: Path) -> list[str] | None:
+    """The scenario ids a file declares, read from its syntax without importing it.
+
+    Lets a TARGET id import only the file that holds it: importing every file would run
+    (and fail on) imports a version lacks in files nobody asked for. None when the ids
+    cannot be read statically (``scenario`` used other than as a plain decorator with a
+    literal id, or a syntax error), so the caller imports the file to find out.
+    """
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    ids: list[str] = []
+    decorators: set[int] = set()
+    for node in tree.body:
+        if not isinstance(node, (ast.AsyncFunctionDef, ast.FunctionDef)):
+            continue
+        for dec in node.decorator_list:
+            sid = _decorator_id(dec, path.stem, node.name)
+            if sid is None:
+                return None
+            if sid is not False:
+                ids.append(str(sid))
+                decorators.add(id(dec.func if isinstance(dec, ast.Call) else dec))
+    for sub in ast.walk(tree):
+        named = (isinstance(sub, ast.Name) and sub.id == "scenario") or (
+            isinstance(sub, ast.Attribute) and sub.attr == "scenario"
+        )
+        if named and id(sub) not in decorators:
+            return None
+    return ids
+
+
+def _matches(sid: str, target: str) -> bool:
+    return sid == target or sid.startswith(target.rstrip("/") + "/")
+
+
+@dataclass(frozen=True)
+class ImportFailure:
+    """A scenario file that could not be imported, and the targeted scenario ids it declares.
+
+    On an older harness a file importing a capability that version lacks fails; only its
+    own scenarios should error (with this reason), not every scenario of the run.
+    """
+
+    path: Path
+    reason: str
+    ids: tuple[str, ...]
+
+
+def discover(
+    targets: Iterable[str],
+    default_dir: Path = Path("scenarios"),
+    failures: list[ImportFailure] | None = None,
+) -> list[Scenario]:
     """Resolve command-line TARGETs: scenario files, directories, or scenario ids.
 
     An id is looked up among the scenarios of ``default_dir`` (ids may also be
-    prefixes ending in ``/``, selecting a whole module).
+    prefixes ending in ``/``, selecting a whole module); only files that declare a
+    matching id (or whose ids cannot be read without importing) are imported. A file
+    that fails to import raises, unless ``failures`` is given: then it is appended there
+    and the other targets are still resolved.
     """
     targets = list(targets) or [str(default_dir)]
     chosen: dict[str, Scenario] = {}
+    failed: dict[Path, str] = {}
+
+    def load(file: Path, target: str | None) -> list[Scenario]:
+        file = file.resolve()
+        if file not in failed:
+            try:
+                return _import_file(file)
+            except ReplayUsageError as exc:
+                if failures is None:
+                    raise
+                failed[file] = str(exc)
+        ids = tuple(i for i in declared_ids(file) or () if target is None or _matches(i, target))
+        assert failures is not None
+        failures.append(ImportFailure(file, failed[file], ids))
+        return []
+
     for target in targets:
         path = Path(target)
         if path.is_dir():
             for file in _scenario_files(path):
-                chosen.update((s.id, s) for s in _import_file(file))
+                chosen.update((s.id, s) for s in load(file, None))
         elif path.is_file():
-            chosen.update((s.id, s) for s in _import_file(path))
+            chosen.update((s.id, s) for s in load(path, None))
         else:
+            before = len(failures or ())
             if default_dir.is_dir():
                 for file in _scenario_files(default_dir):
-                    _import_file(file)
-            matches = [s for sid, s in _REGISTRY.items() if sid == target or sid.startswith(target.rstrip("/") + "/")]
-            if not matches:
+                    ids = declared_ids(file)
+                    if ids is None or any(_matches(i, target) for i in ids):
+                        load(file, target)
+            matches = [s for sid, s in _REGISTRY.items() if _matches(sid, target)]
+            if not matches and not any(f.ids for f in (failures or ())[before:]):
                 raise ReplayUsageError(f"{target}: no such scenario file, directory or scenario id")
             chosen.update((s.id, s) for s in matches)
     return sorted(chosen.values(), key=lambda s: s.id)
+
+
+def declared(targets: Iterable[str], default_dir: Path = Path("scenarios")) -> dict[str, Path]:
+    """Scenario id → file for TARGETs, importing only files whose ids cannot be read statically.
+
+    What ``replay matrix`` plans its cells from: the calling process need not import
+    pydantic-ai or any scenario to know which scenarios exist and where.
+    """
+    targets = list(targets) or [str(default_dir)]
+    out: dict[str, Path] = {}
+
+    def add(file: Path, target: str | None) -> bool:
+        ids = declared_ids(file)
+        if ids is None:
+            found = [(s.id, s.path or file) for s in _import_file(file)]
+        else:
+            found = [(i, file.resolve()) for i in ids]
+        hits = [(i, f) for i, f in found if target is None or _matches(i, target)]
+        out.update(hits)
+        return bool(hits)
+
+    for target in targets:
+        path = Path(target)
+        if path.is_dir():
+            for file in _scenario_files(path):
+                add(file, None)
+        elif path.is_file():
+            add(path, None)
+        else:
+            files = _scenario_files(default_dir) if default_dir.is_dir() else []
+            if not [f for f in files if add(f, target)]:
+                raise ReplayUsageError(f"{target}: no such scenario file, directory or scenario id")
+    return dict(sorted(out.items()))
 
 
 def get(scenario_id: str) -> Scenario | None:

@@ -86,10 +86,21 @@ def test_bundled_scenarios_replay_clean_in_fresh_processes_three_times() -> None
 def test_edited_scenario_is_flagged_but_not_a_change(cli, write_scenario, project: Path) -> None:
     path = write_scenario()
     cli("record")
-    path.write_text(path.read_text() + "\n# a comment added after recording\n")
+    path.write_text(path.read_text().replace('"""Two turns', '"""Four turns'))  # the scenario's own source
     r = cli("run")
     assert r.code == 0 and "1 same" in r.out
     assert "source changed since the recording" in r.out
+
+
+def test_editing_elsewhere_in_the_file_is_not_flagged(cli, write_scenario, project: Path) -> None:
+    """The hash covers the scenario function and its decorator, not its neighbours in the file."""
+    path = write_scenario()
+    cli("record")
+    sibling = '\n\n@scenario("simple/other")\nasync def other(run: Run) -> None:\n    run.observe("x", 1)\n'
+    path.write_text(path.read_text() + sibling + "\n# a comment added after recording\n")
+    r = cli("run", "simple/compact")
+    assert r.code == 0 and "1 same" in r.out, r.out
+    assert "source changed" not in r.out
 
 
 def test_orphan_cassettes_are_named_on_stderr(cli, write_scenario, project: Path) -> None:
@@ -121,3 +132,26 @@ def test_accept_refuses_a_replay_that_diverged(cli, write_scenario, project: Pat
     path.write_text(path.read_text().replace("range(4)", "range(5)"))  # one more main request
     r = cli("run", "--accept", "--on-exhausted", "repeat")
     assert "not accepted" in r.err and "re-record" in r.err and target.read_bytes() == before
+
+
+def test_a_file_that_fails_to_import_errors_only_its_scenarios(cli, write_scenario, project: Path) -> None:
+    """As on an older harness lacking a capability: the other files' scenarios still get verdicts."""
+    write_scenario()
+    assert cli("record").code == 0
+    (project / "scenarios" / "newer.py").write_text(
+        "from pydantic_ai_harness.not_in_this_version import Thing\n"
+        "from replay import Run, scenario\n\n"
+        "@scenario('newer/one')\nasync def one(run: Run) -> None: ...\n\n"
+        "@scenario('newer/two')\nasync def two(run: Run) -> None: ...\n"
+    )
+    r = cli("run", "--format", "json")
+    doc = json.loads(r.out)
+    assert r.code == 1
+    assert doc["scenarios"]["simple/compact"]["status"] == "same"
+    for sid in ("newer/one", "newer/two"):
+        assert doc["scenarios"][sid]["status"] == "error"
+        assert "failed to import: ModuleNotFoundError" in doc["scenarios"][sid]["error"]
+        assert "not_in_this_version" in doc["scenarios"][sid]["error"]
+    # an id elsewhere never imports the broken file at all
+    r = cli("run", "simple/compact")
+    assert r.code == 0 and "1 same" in r.out and "newer" not in r.out + r.err

@@ -214,3 +214,64 @@ def test_user_project_code_and_extra_requirements(env_dir: Path, tmp_path: Path)
     assert without["scenarios"]["app/hello"]["0.62.0"]["status"] == "error"  # extra_dep is not in the env
     doc = _json(replay_cli("matrix", "--harness", "0.62.0", "--with", str(dep), "--format", "json", path=str(dep)))
     assert doc["scenarios"]["app/hello"]["0.62.0"]["status"] == "same", doc["scenarios"]
+
+
+COUNTED = (
+    "from pathlib import Path\n"
+    "from pydantic_ai import Agent\n"
+    "from pydantic_ai.messages import ModelResponse, TextPart\n"
+    "from pydantic_ai.models.function import FunctionModel\n"
+    "from replay import Run, scenario\n"
+    "@scenario('iso/counted')\n"
+    "async def counted(run: Run) -> str:\n"
+    "    agent = Agent(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart('ok')])))\n"
+    "    for turn in range(int(Path('turns.txt').read_text())):\n"
+    "        result = await agent.run(f'turn {turn}')\n"
+    "    return result.output\n"
+)
+NEWER = (
+    "import pydantic_ai_harness.approval_reviewer  # absent before 0.56\n"
+    "from replay import Run, scenario\n"
+    "@scenario('iso/newer')\n"
+    "async def newer(run: Run) -> None: ...\n"
+)
+
+
+def test_isolation_and_run_parity(env_dir: Path, tmp_path: Path) -> None:
+    """A file that cannot import on 0.54.0 errors only its own cell; --on-exhausted reaches the envs."""
+    project = tmp_path / "proj"
+    (project / "scenarios").mkdir(parents=True)
+    (project / "pyproject.toml").write_text("[tool.replay]\n")
+    (project / "scenarios" / "counted.py").write_text(COUNTED)
+    (project / "scenarios" / "newer.py").write_text(NEWER)
+    (project / "turns.txt").write_text("1")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GITHUB_STEP_SUMMARY")}
+    env.update(REPLAY_ENV_DIR=str(env_dir), CI="1")
+
+    def replay_cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "replay", *args], cwd=project, env=env,
+                              capture_output=True, text=True, timeout=900, check=False)
+
+    assert replay_cli("record").returncode == 0
+    doc = _json(replay_cli("matrix", "--harness", "0.54.0,0.62.0", "--format", "json", "--jobs", "2"))
+    row, newer = doc["scenarios"]["iso/counted"], doc["scenarios"]["iso/newer"]
+    assert row["0.54.0"]["status"] == "same" and row["0.62.0"]["status"] == "same"
+    assert newer["0.62.0"]["status"] == "same"
+    assert newer["0.54.0"]["status"] == "error"
+    assert "failed to import: ModuleNotFoundError" in newer["0.54.0"]["error"]
+    assert "approval_reviewer" in newer["0.54.0"]["error"]
+
+    # Two turns now, one recorded: `fail` ends the run at the second request, `repeat` serves the answer again.
+    (project / "turns.txt").write_text("2")
+    failed = _json(replay_cli("matrix", "--harness", "0.62.0", "iso/counted", "--format", "json"))
+    repeated = _json(replay_cli("matrix", "--harness", "0.62.0", "iso/counted", "--on-exhausted", "repeat",
+                                "--format", "json"))
+    f_cell, r_cell = failed["scenarios"]["iso/counted"]["0.62.0"], repeated["scenarios"]["iso/counted"]["0.62.0"]
+    assert f_cell["status"] == r_cell["status"] == "changed"
+    assert f_cell["outcome"] and not r_cell["outcome"]  # the exhausted error became the outcome only under fail
+    assert r_cell["roles"] == {"main": [1, 2]}
+    # the same from [tool.replay], as `run` reads it
+    (project / "pyproject.toml").write_text('[tool.replay]\non-exhausted = "repeat"\n')
+    configured = _json(replay_cli("matrix", "--harness", "0.62.0", "iso/counted", "--format", "json"))
+    assert configured["scenarios"]["iso/counted"]["0.62.0"]["roles"] == {"main": [1, 2]}
+    assert not configured["scenarios"]["iso/counted"]["0.62.0"]["outcome"]

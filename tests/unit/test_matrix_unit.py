@@ -318,3 +318,63 @@ def test_one_line_for_uv_cause_chain() -> None:
         "Failed to build `pydantic-ai-harness @ file:///src`: "
         "`pydantic-ai-slim` references a workspace in `tool.uv.sources`, but is not a workspace member"
     )
+
+
+def test_python_axis_makes_one_column_per_python_and_harness() -> None:
+    versions = _envs.with_pythons(_envs.parse_versions(["0.54.0,0.62.0"]), ["3.12", "3.13", "3.12"])
+    assert [v.spec for v in versions] == ["0.54.0@py3.12", "0.62.0@py3.12", "0.54.0@py3.13", "0.62.0@py3.13"]
+    assert [v.label for v in versions][0] == "0.54.0-py3.12" and versions[0].python == "3.12"
+    assert _envs.with_pythons(_envs.parse_versions(["0.62.0"]), []) == _envs.parse_versions(["0.62.0"])
+
+
+def test_find_python_prefers_pyenv_and_skips_broken_shims(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    root = tmp_path / "pyenv"
+    for v in ("3.12.1", "3.12.9", "3.13.0"):
+        exe = root / "versions" / v / "bin" / "python"
+        exe.parent.mkdir(parents=True)
+        exe.write_text("")
+    monkeypatch.setenv("PYENV_ROOT", str(root))
+    probed: list[str] = []
+
+    def probe(exe: str) -> str | None:
+        probed.append(exe)
+        return None if "3.12.9" in exe else f"cpython-{Path(exe).parent.parent.name}"  # 3.12.9: a broken install
+
+    monkeypatch.setattr(_envs, "_probe_python", probe)
+    monkeypatch.setattr(_envs.shutil, "which", lambda name: None)
+    exe, tag = _envs.find_python("3.12", _envs.Installer("pip"))
+    assert tag == "cpython-3.12.1" and exe.endswith("3.12.1/bin/python") and "3.12.9" in probed[0]
+    assert _envs.find_python("3.13", _envs.Installer("pip"))[1] == "cpython-3.13.0"
+    assert _envs.find_python(None, _envs.Installer("pip"))[0] == sys.executable
+    with pytest.raises(_envs._InstallError, match="--python 3.9: no such interpreter"):
+        _envs.find_python("3.9", _envs.Installer("pip"))
+
+
+def test_env_key_follows_the_interpreter() -> None:
+    spec = _envs.parse_versions(["0.62.0"])[0]
+    assert _envs.env_key(spec, "t", "cpython-3.12.1") != _envs.env_key(spec, "t", "cpython-3.13.0")
+
+
+def test_prune_never_removes_an_env_another_run_holds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 13: two runs share .replay/envs with different keys; one's prune must not delete the other's env."""
+    from contextlib import ExitStack
+
+    def fake_build(info: _envs.EnvInfo, spec: _envs.VersionSpec, installer: _envs.Installer, root: Path, extras: Any = ()) -> None:
+        py = _envs.env_python(Path(info.path))
+        py.parent.mkdir(parents=True)
+        py.write_text("")
+        info.harness = spec.spec
+
+    monkeypatch.setattr(_envs, "_build", fake_build)
+    spec = _envs.parse_versions(["0.54.0"])[0]
+    inst = _envs.Installer("uv", ("uv",))
+    with ExitStack() as hold:
+        mine = _envs.ensure_env(spec, tmp_path, inst, "tool-a", hold=hold)
+        other = _envs.ensure_env(spec, tmp_path, inst, "tool-b")  # builds, then prunes the same label
+        assert other.status == "created" and Path(mine.path).is_dir() and (Path(mine.path) / _envs.STAMP).is_file()
+        again = _envs.ensure_env(spec, tmp_path, inst, "tool-a", hold=hold)  # a shared lock twice is fine
+        assert again.status == "reused" and again.path == mine.path
+    _envs.ensure_env(spec, tmp_path, inst, "tool-c")  # nobody holds tool-a's env any more
+    assert not Path(mine.path).exists() and not Path(other.path).exists()

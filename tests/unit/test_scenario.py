@@ -1,0 +1,96 @@
+"""Scenario discovery and identity: per-scenario source hashes, static ids, import isolation."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from replay.errors import ReplayUsageError
+from replay.scenario import ImportFailure, declared, declared_ids, discover
+
+TWO = '''
+from replay import Run, scenario
+import replay
+
+HELPER = 1
+
+
+@scenario("grp/first")
+async def first(run: Run) -> None:
+    run.observe("x", HELPER)
+
+
+@replay.scenario
+async def second(run: Run) -> None:
+    run.observe("y", 2)
+'''
+
+
+def _write(directory: Path, name: str, text: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def _hashes(path: Path) -> dict[str, str]:
+    return {s.id: s.source_hash for s in discover([str(path)])}
+
+
+def test_source_hash_covers_the_function_not_the_file(tmp_path: Path) -> None:
+    path = _write(tmp_path, "two.py", TWO)
+    before = _hashes(path)
+    assert set(before) == {"grp/first", "two/second"}
+    path.write_text(path.read_text().replace("HELPER = 1", "HELPER = 2  # edited") + "\n# trailing comment\n")
+    assert _hashes(path) == before  # neither function changed
+    path.write_text(path.read_text().replace('run.observe("y", 2)', 'run.observe("y", 3)'))
+    after = _hashes(path)
+    assert after["grp/first"] == before["grp/first"] and after["two/second"] != before["two/second"]
+
+
+def test_source_hash_covers_decorator_arguments(tmp_path: Path) -> None:
+    path = _write(tmp_path, "two.py", TWO)
+    before = _hashes(path)["grp/first"]
+    path.write_text(path.read_text().replace('@scenario("grp/first")', '@scenario("grp/first2")'))
+    assert _hashes(path)["grp/first2"] != before
+
+
+def test_ids_are_read_without_importing(tmp_path: Path) -> None:
+    path = _write(tmp_path, "two.py", "import does_not_exist_anywhere\n" + TWO)
+    assert declared_ids(path) == ["grp/first", "two/second"]
+    computed = _write(tmp_path, "dyn.py", "from replay import scenario\nfor n in 'ab':\n    scenario(n)\n")
+    assert declared_ids(computed) is None  # not a plain decorator: must be imported to know
+    nonliteral = _write(tmp_path, "nl.py", "from replay import scenario\nID = 'x/y'\n@scenario(ID)\nasync def f(run): ...\n")
+    assert declared_ids(nonliteral) is None
+    assert declared_ids(_write(tmp_path, "bad.py", "def (:\n")) is None
+
+
+def test_an_id_imports_only_the_file_that_declares_it(tmp_path: Path) -> None:
+    home = tmp_path / "scenarios"
+    _write(home, "good.py", "from replay import Run, scenario\n\n@scenario('iso/good')\nasync def good(run: Run) -> None: ...\n")
+    _write(home, "broken.py", "import does_not_exist_anywhere\nfrom replay import scenario\n\n@scenario('iso/broken')\nasync def broken(run): ...\n")
+    assert [s.id for s in discover(["iso/good"], home)] == ["iso/good"]  # broken.py never imported
+    assert declared(["iso/"], home) == {"iso/broken": (home / "broken.py").resolve(), "iso/good": (home / "good.py").resolve()}
+
+
+def test_a_file_that_fails_to_import_errors_only_its_own_scenarios(tmp_path: Path) -> None:
+    home = tmp_path / "scenarios"
+    _write(home, "good.py", "from replay import Run, scenario\n\n@scenario('iso2/good')\nasync def good(run: Run) -> None: ...\n")
+    _write(
+        home,
+        "broken.py",
+        "import does_not_exist_anywhere\nfrom replay import scenario\n\n@scenario('iso2/b1')\nasync def b1(run): ...\n"
+        "\n@scenario('iso2/b2')\nasync def b2(run): ...\n",
+    )
+    with pytest.raises(ReplayUsageError, match="does_not_exist_anywhere"):
+        discover(["iso2/"], home)  # without a failures list: the old all-or-nothing behaviour
+    failures: list[ImportFailure] = []
+    found = discover(["iso2/"], home, failures)
+    assert [s.id for s in found] == ["iso2/good"]
+    [failure] = failures
+    assert failure.ids == ("iso2/b1", "iso2/b2")
+    assert "failed to import: ModuleNotFoundError: No module named 'does_not_exist_anywhere'" in failure.reason
+    failures.clear()
+    assert discover(["iso2/b2"], home, failures) == [] and failures[0].ids == ("iso2/b2",)
