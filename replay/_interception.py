@@ -290,10 +290,13 @@ _S = TypeVar("_S", bound=SessionLike)
 @contextmanager
 def session_scope(session: _S) -> Iterator[_S]:
     """Activate ``session`` for model calls made in this context (and tasks it spawns)."""
+    from .wire.capture import patched
+
     _PATCHER.acquire()
     token = _SESSION.set(session)
     try:
-        yield session
+        with patched():  # provider models: their HTTP exchanges too (replay.wire)
+            yield session
     finally:
         _SESSION.reset(token)
         _PATCHER.release()

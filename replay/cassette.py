@@ -60,6 +60,30 @@ class Header(_Model):
     """Role → where its agent was built (module), so a renamed inner agent is explainable."""
 
 
+class WireRecord(_Model):
+    """One HTTP exchange a provider model made for a model call: what went on the wire, and the raw answer.
+
+    The JSON body is interned like messages are: its top-level lists (``messages``, ``input``,
+    ``tools``…) element by element in the blob table, the rest as one blob, so a conversation
+    that re-sends its whole history on every request still grows linearly on disk.
+    """
+
+    method: str
+    url: str
+    request_headers: dict[str, str] = Field(default_factory=dict)
+    body: int | None = None
+    """Blob: the JSON object body without its top-level lists."""
+    body_lists: dict[str, list[int]] = Field(default_factory=dict)
+    """Top-level list fields of the body, as blob indices of their elements."""
+    body_text: str | None = None
+    """A body that is not a JSON object, as text."""
+    status: int = 0
+    response_headers: dict[str, str] = Field(default_factory=dict)
+    response: str = ""
+    """The raw answer: JSON text, or the SSE event stream as sent."""
+    stream: bool = False
+
+
 class Exchange(_Model):
     """One outgoing model call and what came back."""
 
@@ -92,6 +116,8 @@ class Exchange(_Model):
     """How many calls had been made when this answer arrived. With :attr:`done`, replay hands
     out answers at the same point, so a background capability's verdict lands between the same
     main requests as when recorded."""
+    wire: list[WireRecord] | None = None
+    """The HTTP exchanges of this call, for provider models (see ``replay.wire``)."""
 
 
 class AgentRunRecord(_Model):

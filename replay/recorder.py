@@ -39,6 +39,8 @@ from .cassette import (
     Outcome,
 )
 from .scenario import Mode, Run, Scenario
+from .wire.capture import WireSlot, call_scope
+from .wire.store import to_records
 
 if TYPE_CHECKING:
     from pydantic_ai.models import StreamedResponse
@@ -163,19 +165,27 @@ class Session:
     def store_response(self, ex: Exchange, response: Any) -> None:
         ex.response = self.builder.message(dump_messages([response])[0])
 
+    def store_wire(self, ex: Exchange, slot: WireSlot) -> None:
+        """Keep the HTTP exchanges a provider model made for this call (none for in-process models)."""
+        if slot.captured:
+            ex.wire = to_records(self.builder, slot.captured)
+
     async def on_request(self, call: Call) -> Any:
         """``request``, ``count_tokens`` and ``compact_messages``: one answer, recorded after the call."""
         messages, settings, params = _split(call)
         ex = self._new_exchange(call, messages, settings, params)
         if call.kind == "compact_messages":
             ex.instructions = call.kwargs.get("instructions")
+        slot = WireSlot(label=f"{call.role}[{ex.index}]")
         try:
-            response = await self.source.respond(call, ex)
+            with call_scope(slot):
+                response = await self.source.respond(call, ex)
         except BaseException as exc:
             ex.error = error_info(exc)
             raise
         finally:
             self.answered(ex)
+            self.store_wire(ex, slot)
         if call.kind == "count_tokens":
             ex.usage = jsonable(response)
         else:
@@ -187,12 +197,15 @@ class Session:
         messages, settings, params = _split(call)
         ex = self._new_exchange(call, messages, settings, params)
         events: list[Any] = []
+        slot = WireSlot(label=f"{call.role}[{ex.index}]")
         token = _ACTIVE.set(_active_key(call))
         try:
-            cm = self.source.stream(call, ex)
-            response = await cm.__aenter__()
+            with call_scope(slot):
+                cm = self.source.stream(call, ex)
+                response = await cm.__aenter__()
         except BaseException as exc:
             ex.error = error_info(exc)
+            self.store_wire(ex, slot)
             raise
         finally:
             _ACTIVE.reset(token)
@@ -209,6 +222,7 @@ class Session:
             try:
                 await cm.__aexit__(*exc_info)
             finally:
+                self.store_wire(ex, slot)
                 event_adapter = adapters()[1]
                 ex.events = [event_adapter.dump_python(e, mode="json") for e in events]
                 try:

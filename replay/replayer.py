@@ -24,6 +24,8 @@ from .recorder import Session, adapters, base_header, execute_async, finalize, l
 from .scenario import Scenario
 
 OnExhausted = Literal["fail", "repeat", "fake"]
+Level = Literal["model", "wire"]
+"""Where a replay answers provider models: at the ``Model`` boundary, or at the HTTP transport."""
 
 # Provider constructors refuse to build without a key; a replay never sends one anywhere.
 _PLACEHOLDER_KEYS = (
@@ -320,8 +322,13 @@ def offline() -> Iterator[None]:
             os.environ.pop(k, None)
 
 
-async def replay_async(scenario: Scenario, recorded: Cassette, on_exhausted: OnExhausted = "fail") -> ReplayResult:
-    source = CassetteSource(recorded, on_exhausted)
+async def replay_async(
+    scenario: Scenario, recorded: Cassette, on_exhausted: OnExhausted = "fail", level: Level = "wire"
+) -> ReplayResult:
+    """Replay in the running loop; ``level="wire"`` lets provider models build their HTTP requests for real."""
+    from .wire.serve import source_for
+
+    source = source_for(level)(recorded, on_exhausted)
     session = Session(base_header(), source)
     result = await execute_async(scenario, session, "replay")
     return ReplayResult(scenario.id, recorded, finalize(result), source.divergences + source.unused())
@@ -334,6 +341,7 @@ def replay(
     *,
     allow_hosts: Iterable[str] = (),
     allow_loopback: bool = True,
+    level: Level = "wire",
 ) -> ReplayResult:
     """Replay one scenario in a fresh event loop, with model requests and the network locked down.
 
@@ -343,7 +351,7 @@ def replay(
     from .guard import network_guard
 
     with offline(), network_guard(scenario.id, allow=allow_hosts, allow_loopback=allow_loopback) as guard:
-        result = asyncio.run(replay_async(scenario, recorded, on_exhausted))
+        result = asyncio.run(replay_async(scenario, recorded, on_exhausted, level))
     result.divergences += [
         Divergence("network", i, "network", f"blocked connection to {target}") for i, target in enumerate(guard.blocked)
     ]

@@ -1,0 +1,314 @@
+"""Capture and serve the HTTP exchanges a provider model makes, below pydantic-ai.
+
+Model-level replay answers at the ``Model`` boundary, so the provider mapping of the
+installed pydantic-ai-slim (roles, ``cache_control``, tool schemas, ``max_tokens`` naming…)
+never runs. At the transport it does: while a session is active, ``send`` of the httpx
+clients the provider SDKs use (``httpx2`` and ``httpx``) is wrapped. Recording keeps each
+request (method, URL, the headers that matter, the JSON body) and the raw answer (JSON, or
+the SSE text) beside the model-level exchange that caused it; replaying lets the provider
+model build its request for real and answers it from the cassette without a socket.
+
+The wrappers act only where a model call of this tool's session is in progress (a context
+variable the recorder sets around each call), so other HTTP traffic is left alone when
+recording and refused when replaying.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import json
+import sys
+import threading
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+# The headers that change what a provider does; auth, SDK telemetry and transport headers are
+# left out (they hold secrets or differ on every machine).
+REQUEST_HEADERS = frozenset(
+    {"content-type", "anthropic-version", "anthropic-beta", "openai-beta", "x-goog-api-client-beta", "prefer"}
+)
+RESPONSE_HEADERS = frozenset({"content-type"})
+_CLIENT_MODULES = ("httpx2", "httpx")
+
+
+class WireExhausted(Exception):
+    """A provider model made an HTTP request that the cassette has no answer for."""
+
+
+@dataclass
+class HttpExchange:
+    """One HTTP request as sent, and its answer, in memory while a session runs."""
+
+    method: str
+    url: str
+    request_headers: dict[str, str]
+    request_body: bytes
+    status: int = 0
+    response_headers: dict[str, str] = field(default_factory=dict)
+    response_body: bytes = b""
+    stream: bool = False
+    complete: bool = False
+
+    def request_json(self) -> Any:
+        return parse_body(self.request_body)
+
+
+def parse_body(body: bytes) -> Any:
+    """The body as JSON when it is JSON, else as text (never raises)."""
+    if not body:
+        return None
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return body.decode("utf-8", "replace")
+
+
+def clean_url(url: str) -> str:
+    """Scheme, host and path of a URL: no userinfo; the query is kept for the scrubber to screen."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, ""))
+
+
+@dataclass
+class WireSlot:
+    """The model call in progress: where its HTTP exchanges go, and (replaying) what answers them."""
+
+    captured: list[HttpExchange] = field(default_factory=list)
+    answers: deque[HttpExchange] | None = None
+    """None when recording (the real transport answers); the recorded answers when replaying."""
+    label: str = ""
+
+    @property
+    def replaying(self) -> bool:
+        return self.answers is not None
+
+
+_SLOT: contextvars.ContextVar[WireSlot | None] = contextvars.ContextVar("replay_wire_slot", default=None)
+
+
+def current_slot() -> WireSlot | None:
+    """The model call whose HTTP traffic is being captured here, if any."""
+    return _SLOT.get()
+
+
+@contextmanager
+def call_scope(slot: WireSlot) -> Iterator[WireSlot]:
+    """Route the HTTP traffic of the model call made inside this block to ``slot``."""
+    _PATCHER.refresh()
+    token = _SLOT.set(slot)
+    try:
+        yield slot
+    finally:
+        _SLOT.reset(token)
+
+
+def _headers(headers: Any, keep: frozenset[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in headers.items():
+        name = key.lower() if isinstance(key, str) else bytes(key).decode("latin-1").lower()
+        if name in keep:
+            out[name] = value if isinstance(value, str) else bytes(value).decode("latin-1")
+    return out
+
+
+def _begin(request: Any) -> HttpExchange:
+    try:
+        body = bytes(request.content)
+    except Exception:  # a streamed upload: not something a chat request does
+        body = b""
+    return HttpExchange(
+        method=str(request.method),
+        url=clean_url(str(request.url)),
+        request_headers=_headers(request.headers, REQUEST_HEADERS),
+        request_body=body,
+    )
+
+
+def _answer(module: Any, request: Any, recorded: HttpExchange, stream: bool) -> Any:
+    status, headers, body = recorded.status or 200, dict(recorded.response_headers), recorded.response_body
+    if stream:  # read as the caller iterates, like a live stream
+        return module.Response(status, headers=headers, stream=module.ByteStream(body), request=request)
+    return module.Response(status, headers=headers, content=body, request=request)
+
+
+def _tee(module: Any, response: Any, ex: HttpExchange) -> None:
+    """Copy a streamed body as the caller reads it; the exchange is complete when the stream closes."""
+    inner = response.stream
+    chunks: list[bytes] = []
+
+    def finish() -> None:
+        if not ex.complete:
+            ex.response_body = b"".join(chunks)
+            ex.complete = True
+
+    class Tee(module.AsyncByteStream, module.SyncByteStream):  # type: ignore[misc]
+        def __iter__(self) -> Iterator[bytes]:
+            for chunk in inner:
+                chunks.append(chunk)
+                yield chunk
+            finish()
+
+        async def __aiter__(self) -> Any:
+            async for chunk in inner:
+                chunks.append(chunk)
+                yield chunk
+            finish()
+
+        def close(self) -> None:
+            finish()
+            inner.close()
+
+        async def aclose(self) -> None:
+            finish()
+            await inner.aclose()
+
+    response.stream = Tee()
+
+
+def _prepare(request: Any) -> None:
+    # Recorded bodies are kept decoded; asking for identity saves decoding compressed SSE by hand.
+    request.headers["accept-encoding"] = "identity"
+
+
+def _record_result(module: Any, ex: HttpExchange, response: Any, stream: bool) -> None:
+    ex.status = int(response.status_code)
+    ex.response_headers = _headers(response.headers, RESPONSE_HEADERS)
+    if stream and not getattr(response, "is_stream_consumed", False) and not _has_content(response):
+        ex.stream = True
+        _tee(module, response, ex)
+    else:
+        ex.response_body = bytes(response.content)
+        ex.complete = True
+
+
+def _has_content(response: Any) -> bool:
+    try:
+        response.content  # noqa: B018 - raises ResponseNotRead until read
+    except Exception:
+        return False
+    return True
+
+
+def _serve(module: Any, slot: WireSlot, request: Any, stream: bool) -> Any:
+    ex = _begin(request)
+    slot.captured.append(ex)
+    assert slot.answers is not None
+    if not slot.answers:
+        raise WireExhausted(
+            f"harness-replay: {slot.label} made HTTP request #{len(slot.captured)} ({ex.method} {ex.url}), "
+            "but the cassette recorded fewer for this call"
+        )
+    recorded = slot.answers.popleft()
+    ex.status, ex.response_headers, ex.response_body = recorded.status, dict(recorded.response_headers), recorded.response_body
+    ex.stream, ex.complete = recorded.stream, True
+    return _answer(module, request, recorded, stream)
+
+
+def _wrap_async(module: Any, original: Any) -> Any:
+    @functools.wraps(original)
+    async def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+        slot = _SLOT.get()
+        if slot is None:  # not a model call of ours: the socket guard decides when replaying
+            return await original(self, request, *args, **kwargs)
+        stream = bool(kwargs.get("stream", False))
+        if slot.replaying:
+            return _serve(module, slot, request, stream)
+        _prepare(request)
+        ex = _begin(request)
+        slot.captured.append(ex)
+        response = await original(self, request, *args, **kwargs)
+        _record_result(module, ex, response, stream)
+        return response
+
+    send.__replay_wrapped__ = True  # type: ignore[attr-defined]
+    return send
+
+
+def _wrap_sync(module: Any, original: Any) -> Any:
+    @functools.wraps(original)
+    def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+        slot = _SLOT.get()
+        if slot is None:
+            return original(self, request, *args, **kwargs)
+        stream = bool(kwargs.get("stream", False))
+        if slot.replaying:
+            return _serve(module, slot, request, stream)
+        _prepare(request)
+        ex = _begin(request)
+        slot.captured.append(ex)
+        response = original(self, request, *args, **kwargs)
+        _record_result(module, ex, response, stream)
+        return response
+
+    send.__replay_wrapped__ = True  # type: ignore[attr-defined]
+    return send
+
+
+class _Patcher:
+    """Wraps ``send`` on the installed httpx clients while at least one session needs it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._users = 0
+        self._saved: list[tuple[type, str, Any]] = []
+        self._modules: set[str] = set()
+
+    def acquire(self) -> None:
+        with self._lock:
+            self._users += 1
+            if self._users == 1:
+                self._wrap_new()
+
+    def release(self) -> None:
+        with self._lock:
+            self._users -= 1
+            if self._users == 0:
+                for cls, name, original in reversed(self._saved):
+                    setattr(cls, name, original)
+                self._saved.clear()
+                self._modules.clear()
+
+    def refresh(self) -> None:
+        """Wrap the clients of an httpx module imported since (a provider SDK loaded inside a scenario)."""
+        if all(sys.modules.get(n) is None or n in self._modules for n in _CLIENT_MODULES):
+            return
+        with self._lock:
+            if self._users:
+                self._wrap_new()
+
+    def _wrap_new(self) -> None:
+        for name in _CLIENT_MODULES:
+            module = sys.modules.get(name)
+            if module is None or name in self._modules:
+                continue
+            self._modules.add(name)
+            for cls_name, wrap in (("AsyncClient", _wrap_async), ("Client", _wrap_sync)):
+                cls = getattr(module, cls_name, None)
+                if not isinstance(cls, type):
+                    continue
+                original = cls.__dict__.get("send")
+                if original is None or getattr(original, "__replay_wrapped__", False):
+                    continue
+                self._saved.append((cls, "send", original))
+                setattr(cls, "send", wrap(module, original))  # noqa: B010
+
+
+_PATCHER = _Patcher()
+
+
+@contextmanager
+def patched() -> Iterator[None]:
+    """Wrap the httpx clients for the duration of a session (reference-counted across sessions)."""
+    _PATCHER.acquire()
+    try:
+        yield
+    finally:
+        _PATCHER.release()
