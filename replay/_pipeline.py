@@ -23,7 +23,7 @@ from .differ import diff
 from .errors import CassetteError, ReplayError
 from .normaliser import Rules
 from .recorder import record
-from .replayer import OnExhausted, replay
+from .replayer import Level, OnExhausted, replay
 from .reporter import ScenarioReport
 from .scenario import Scenario
 
@@ -83,6 +83,7 @@ def replay_scenario(
     on_exhausted: OnExhausted = "fail",
     allow_hosts: Iterable[str] = (),
     limits: Limits = DEFAULT_LIMITS,
+    level: Level = "wire",
 ) -> ScenarioReport:
     """Replay one scenario against its cassette and report what changed, never raising for one bad cassette."""
     path = cassette_path(cassettes, sc.id)
@@ -93,7 +94,7 @@ def replay_scenario(
     except CassetteError as exc:
         return ScenarioReport(sc.id, "error", error=str(exc), cassette=str(path))
     try:
-        result = replay(sc, recorded, on_exhausted, allow_hosts=allow_hosts)
+        result = replay(sc, recorded, on_exhausted, allow_hosts=allow_hosts, level=level)
     except ReplayError as exc:
         return ScenarioReport(sc.id, "error", error=str(exc), cassette=str(path))
     result_path = None

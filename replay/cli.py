@@ -40,6 +40,11 @@ class ShowFmt(str, Enum):
     json = "json"
 
 
+class Level(str, Enum):
+    wire = "wire"
+    model = "model"
+
+
 class Exhausted(str, Enum):
     fail = "fail"
     repeat = "repeat"
@@ -165,6 +170,14 @@ def run(
             "(same calls, recorded answers): no model is called to re-record.",
         ),
     ] = False,
+    level: Annotated[
+        Level,
+        typer.Option(
+            "--level",
+            help="Where provider models are answered: wire (their HTTP requests are built for real and "
+            "compared; the default where the cassette has them) or model (at the Model boundary).",
+        ),
+    ] = Level.wire,
 ) -> None:
     """Replay scenarios on the installed harness from their cassettes and diff what they send now."""
     config = _config()
@@ -185,6 +198,7 @@ def run(
             on_exhausted=policy,  # type: ignore[arg-type]
             allow_hosts=[*config.allow_hosts, *(allow_host or [])],
             limits=limits(config),
+            level=level.value,
         )
         for sc in scenarios
     ]

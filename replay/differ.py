@@ -14,6 +14,8 @@ from deepdiff import DeepDiff
 
 from .cassette import Cassette
 from .normaliser import NormalCassette, NormalRequest, Rules, digest, normalise
+from .wire.compare import WireChange
+from .wire.compare import compare as compare_wire
 
 ChangeKind = Literal["changed", "added", "removed", "type"]
 
@@ -83,6 +85,8 @@ class Diff:
     """``harness X, slim Y`` of each side, so a report says what it compared."""
     warnings: list[str] = field(default_factory=list)
     """Worth knowing, not a behavioural change (e.g. the scenario's source was edited since recording)."""
+    wire: list[WireChange] = field(default_factory=list)
+    """Differences in what provider models put on the wire (HTTP request bodies), beside the message level."""
 
     @property
     def changed(self) -> bool:
@@ -92,6 +96,7 @@ class Diff:
             or self.observations
             or self.notes
             or self.new_violations
+            or self.wire
             or any(r.a != r.b for r in self.roles)
         )
 
@@ -214,6 +219,7 @@ def diff(
         observations=observations,
         versions=(_version(na.source), _version(nb.source)),
         warnings=_warnings(na.source, nb.source),
+        wire=compare_wire(na.source, nb.source, rules),
     )
 
 

@@ -92,6 +92,7 @@ def diff_json(d: Diff) -> dict[str, Any]:
         "warnings": d.warnings,
         "versions": list(d.versions),
         "new_violations": [v.as_json() for v in d.new_violations],
+        "wire": [w.as_json() for w in d.wire],
     }
 
 
@@ -155,6 +156,9 @@ def diff_lines(d: Diff, *, details: bool = True, max_changes: int = 12) -> list[
         lines.append(f"divergence: {note}")
     for v in d.new_violations:
         lines.append(f"new violation: {v.describe()}")
+    lines += [w.describe() for w in d.wire[:max_changes]]
+    if len(d.wire) > max_changes:
+        lines.append(f"… {len(d.wire) - max_changes} more wire changes")
     if not details:
         return lines
     for r in d.requests:

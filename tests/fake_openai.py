@@ -36,6 +36,8 @@ FAKE_CREATED = 1_700_000_000
 """The fixed `created` timestamp on every response, so recordings are deterministic."""
 
 _CHAT_PATH = '/v1/chat/completions'
+_RESPONSES_PATH = '/v1/responses'
+_ANTHROPIC_PATH = '/v1/messages'
 _STREAM_PIECES = 3
 """Text and tool arguments are streamed in this many deltas, to exercise delta joining."""
 
@@ -158,6 +160,11 @@ class FakeOpenAI:
             raise RuntimeError('FakeOpenAI not started')
         return f'http://127.0.0.1:{self._server.server_port}/v1'
 
+    @property
+    def root_url(self) -> str:
+        """The server root, for SDKs that add `/v1` themselves (`AnthropicProvider(base_url=...)`)."""
+        return self.base_url.removesuffix('/v1')
+
     def add(self, *turns: Reply | str) -> None:
         """Append turns to the script (e.g. between agent runs)."""
         with self._lock:
@@ -245,6 +252,103 @@ class FakeOpenAI:
             last['usage'] = self._usage(turn)
             yield last
 
+    # -- OpenAI Responses ------------------------------------------------------------
+
+    def response_object(self, number: int, model: str, turn: Reply) -> dict[str, Any]:
+        """The non-streamed `response` object of the Responses API for request `number`."""
+        output: list[dict[str, Any]] = []
+        if turn.content is not None:
+            output.append(
+                {
+                    'type': 'message',
+                    'id': f'msg_fake_{number}',
+                    'role': 'assistant',
+                    'status': 'completed',
+                    'content': [{'type': 'output_text', 'text': turn.content, 'annotations': []}],
+                }
+            )
+        for i, c in enumerate(turn.calls):
+            output.append(
+                {
+                    'type': 'function_call',
+                    'id': f'fc_fake_{number}_{i}',
+                    'call_id': self._call_id(number, i, c),
+                    'name': c.name,
+                    'arguments': c.arguments_json(),
+                    'status': 'completed',
+                }
+            )
+        usage = self._usage(turn)
+        return {
+            'id': f'resp_fake_{number}',
+            'object': 'response',
+            'created_at': FAKE_CREATED,
+            'model': model,
+            'status': 'completed',
+            'output': output,
+            'parallel_tool_calls': True,
+            'tool_choice': 'auto',
+            'tools': [],
+            'usage': {
+                'input_tokens': usage['prompt_tokens'],
+                'input_tokens_details': {'cached_tokens': 0},
+                'output_tokens': usage['completion_tokens'],
+                'output_tokens_details': {'reasoning_tokens': 0},
+                'total_tokens': usage['total_tokens'],
+            },
+        }
+
+    # -- Anthropic Messages ----------------------------------------------------------
+
+    def anthropic_message(self, number: int, model: str, turn: Reply) -> dict[str, Any]:
+        """The non-streamed Messages API answer for request `number`."""
+        content: list[dict[str, Any]] = []
+        if turn.content is not None:
+            content.append({'type': 'text', 'text': turn.content})
+        for i, c in enumerate(turn.calls):
+            args = json.loads(c.arguments_json()) if c.arguments_json() else {}
+            content.append({'type': 'tool_use', 'id': c.id or f'toolu_fake_{number}_{i}', 'name': c.name, 'input': args})
+        usage = self._usage(turn)
+        return {
+            'id': f'msg_fake_{number}',
+            'type': 'message',
+            'role': 'assistant',
+            'model': model,
+            'content': content,
+            'stop_reason': 'tool_use' if turn.calls else 'end_turn',
+            'stop_sequence': None,
+            'usage': {
+                'input_tokens': usage['prompt_tokens'],
+                'output_tokens': usage['completion_tokens'],
+                'cache_creation_input_tokens': 0,
+                'cache_read_input_tokens': 0,
+            },
+        }
+
+    def anthropic_events(self, number: int, model: str, turn: Reply) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(event name, data) of a streamed Messages API answer, in Anthropic's order."""
+        whole = self.anthropic_message(number, model, turn)
+        start = {**whole, 'content': [], 'stop_reason': None, 'usage': {**whole['usage'], 'output_tokens': 1}}
+        yield 'message_start', {'type': 'message_start', 'message': start}
+        for index, block in enumerate(whole['content']):
+            if block['type'] == 'text':
+                yield 'content_block_start', {'type': 'content_block_start', 'index': index,
+                                              'content_block': {'type': 'text', 'text': ''}}
+                for piece in _split(block['text']):
+                    yield 'content_block_delta', {'type': 'content_block_delta', 'index': index,
+                                                  'delta': {'type': 'text_delta', 'text': piece}}
+            else:
+                yield 'content_block_start', {'type': 'content_block_start', 'index': index,
+                                              'content_block': {**block, 'input': {}}}
+                for piece in _split(json.dumps(block['input'], sort_keys=True)):
+                    yield 'content_block_delta', {'type': 'content_block_delta', 'index': index,
+                                                  'delta': {'type': 'input_json_delta', 'partial_json': piece}}
+            yield 'content_block_stop', {'type': 'content_block_stop', 'index': index}
+        yield 'message_delta', {'type': 'message_delta',
+                                'delta': {'stop_reason': whole['stop_reason'], 'stop_sequence': None},
+                                'usage': {'output_tokens': whole['usage']['output_tokens']}}
+        yield 'message_stop', {'type': 'message_stop'}
+
 
 def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
     """Build a handler class bound to `fake` (http.server instantiates it per request)."""
@@ -285,12 +389,19 @@ def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             error = {'message': message, 'type': 'fake_openai_error', 'param': None, 'code': code}
             self._send_json(status, {'error': error}, no_retry=True)
 
+        def _start_sse(self) -> None:
+            self.send_response(HTTPStatus.OK)
+            self.send_header('Content-Type', 'text/event-stream')
+            self.send_header('Cache-Control', 'no-cache')
+            self.send_header('Connection', 'close')
+            self.end_headers()
+
         def do_GET(self) -> None:
             self._error(HTTPStatus.NOT_FOUND, f'no route for GET {self.path}', 'not_found')
 
         def do_POST(self) -> None:
             path = self.path.split('?', 1)[0].rstrip('/')
-            if path != _CHAT_PATH:
+            if path not in (_CHAT_PATH, _RESPONSES_PATH, _ANTHROPIC_PATH):
                 self._error(HTTPStatus.NOT_FOUND, f'no route for POST {self.path}', 'not_found')
                 return
             try:
@@ -307,15 +418,23 @@ def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 self._error(HTTPStatus.INTERNAL_SERVER_ERROR, msg, 'script_exhausted')
                 return
             model = str(body.get('model') or 'fake-model')
+            if path == _RESPONSES_PATH:
+                self._send_json(HTTPStatus.OK, fake.response_object(number, model, turn))
+                return
+            if path == _ANTHROPIC_PATH:
+                if not body.get('stream'):
+                    self._send_json(HTTPStatus.OK, fake.anthropic_message(number, model, turn))
+                    return
+                self._start_sse()
+                for name, data in fake.anthropic_events(number, model, turn):
+                    self.wfile.write(f'event: {name}\ndata: {json.dumps(data)}\n\n'.encode())
+                self.wfile.flush()
+                return
             if not body.get('stream'):
                 self._send_json(HTTPStatus.OK, fake.completion(number, model, turn))
                 return
             include_usage = bool((body.get('stream_options') or {}).get('include_usage'))
-            self.send_response(HTTPStatus.OK)
-            self.send_header('Content-Type', 'text/event-stream')
-            self.send_header('Cache-Control', 'no-cache')
-            self.send_header('Connection', 'close')
-            self.end_headers()
+            self._start_sse()
             for c in fake.chunks(number, model, turn, include_usage):
                 self.wfile.write(f'data: {json.dumps(c)}\n\n'.encode())
             self.wfile.write(b'data: [DONE]\n\n')

@@ -1,0 +1,219 @@
+"""Wire level: real provider models record their HTTP exchanges, and replay builds them again for real.
+
+Every provider here is a real pydantic-ai model (openai / anthropic SDK, httpx2) talking to
+``FakeOpenAI`` on 127.0.0.1 while recording; replays run with the server stopped, no key,
+and the network guard on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_openai import FakeOpenAI, Reply
+
+from replay.cassette import cassette_path, load
+from replay.wire.store import request_body
+
+pytest.importorskip("pydantic_ai.models.openai", reason="needs pydantic-ai-slim[openai]")
+
+UNROUTABLE = "http://198.51.100.7:9"
+
+SCENARIOS = '''
+"""Provider models over HTTP: OpenAI Chat (JSON, SSE, tools), OpenAI Responses, Anthropic Messages (SSE, tools)."""
+import os
+
+from pydantic_ai import Agent
+from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel
+from pydantic_ai.profiles.openai import OpenAIModelProfile
+from pydantic_ai.providers.openai import OpenAIProvider
+
+from replay import Run, scenario
+
+
+def weather(agent):
+    @agent.tool_plain
+    def get_weather(city: str) -> str:
+        """Current weather for a city."""
+        return f"sunny, 21C in {city}"
+    return agent
+
+
+def openai_provider():
+    return OpenAIProvider(base_url=os.environ["FAKE_BASE_URL"] + "/v1", api_key=os.environ["OPENAI_API_KEY"])
+
+
+@scenario("wire/chat")
+async def chat(run: Run) -> str:
+    # The system-prompt role comes from the model profile: what a slim upgrade can change under you.
+    profile = OpenAIModelProfile(openai_system_prompt_role=os.environ.get("SYSTEM_ROLE", "system"))
+    agent = weather(Agent(OpenAIChatModel("gpt-4o-mini", provider=openai_provider(), profile=profile),
+                          system_prompt="Be brief."))
+    return (await agent.run("Weather in Paris?")).output
+
+
+@scenario("wire/chat_stream")
+async def chat_stream(run: Run) -> str:
+    agent = weather(Agent(OpenAIChatModel("gpt-4o-mini", provider=openai_provider()), instructions="Be brief."))
+    async with agent.run_stream("Weather in Rome, streamed.") as s:
+        return await s.get_output()
+
+
+@scenario("wire/responses")
+async def responses(run: Run) -> str:
+    agent = weather(Agent(OpenAIResponsesModel("gpt-4o-mini", provider=openai_provider()), instructions="Be brief."))
+    return (await agent.run("Weather in Oslo?")).output
+
+
+@scenario("wire/anthropic")
+async def anthropic(run: Run) -> str:
+    from pydantic_ai.models.anthropic import AnthropicModel, AnthropicModelSettings
+    from pydantic_ai.providers.anthropic import AnthropicProvider
+
+    provider = AnthropicProvider(base_url=os.environ["FAKE_BASE_URL"], api_key=os.environ["ANTHROPIC_API_KEY"])
+    settings = AnthropicModelSettings(anthropic_cache_instructions=True)
+    agent = weather(Agent(AnthropicModel("claude-fake", provider=provider), instructions="Be brief.",
+                          model_settings=settings))
+    async with agent.run_stream("Weather in Lima?") as s:
+        return await s.get_output()
+'''
+
+SCRIPTS: dict[str, list[Reply | str]] = {
+    "wire/chat": [Reply.tool_call("get_weather", {"city": "Paris"}, id="call_p1"), "Sunny in Paris."],
+    "wire/chat_stream": [Reply.tool_call("get_weather", {"city": "Rome"}, id="call_r1"), "Rome: sunny."],
+    "wire/responses": [Reply.tool_call("get_weather", {"city": "Oslo"}, id="call_o1"), "Oslo: sunny."],
+    "wire/anthropic": [Reply.tool_call("get_weather", {"city": "Lima"}, id="toolu_l1"), "Lima: sunny."],
+}
+
+
+@pytest.fixture
+def recorded(project: Path, cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> dict[str, FakeOpenAI]:
+    pytest.importorskip("pydantic_ai.models.anthropic", reason="needs pydantic-ai-slim[anthropic]")
+    (project / "scenarios" / "wire.py").write_text(SCENARIOS)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-proj-wiretest4f7c1d9e2b8a6035")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-api03-wiretest4f7c1d9e2b8a6035")
+    servers = {}
+    for sid, turns in SCRIPTS.items():
+        with FakeOpenAI(turns) as srv:
+            monkeypatch.setenv("FAKE_BASE_URL", srv.root_url)
+            res = cli("record", sid)
+            assert res.code == 0 and "outcome ok" in res.out, res.out + res.err
+            assert srv.remaining == 0
+        servers[sid] = srv
+    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(var)
+    monkeypatch.setenv("FAKE_BASE_URL", UNROUTABLE)
+    return servers
+
+
+def test_each_call_keeps_the_exact_body_the_provider_received(recorded: dict[str, FakeOpenAI], project: Path) -> None:
+    for sid, srv in recorded.items():
+        c = load(cassette_path(project / "cassettes", sid))
+        sent = [request_body(c, w) for ex in c.exchanges for w in ex.wire or ()]
+        assert sent == srv.requests, sid
+        for ex in c.exchanges:
+            (w,) = ex.wire or ()
+            assert w.status == 200 and w.method == "POST"
+            assert "authorization" not in w.request_headers and "x-api-key" not in w.request_headers
+            assert w.response, "the raw answer is kept"
+    stream = load(cassette_path(project / "cassettes", "wire/chat_stream")).exchanges[0].wire
+    assert stream and stream[0].stream and stream[0].response.startswith("data: ")
+    anthropic = load(cassette_path(project / "cassettes", "wire/anthropic"))
+    first = request_body(anthropic, anthropic.exchanges[0].wire[0])  # type: ignore[index]
+    assert "cache_control" in json.dumps(first["system"]), first["system"]
+    assert anthropic.exchanges[0].wire[0].request_headers.get("anthropic-version")  # type: ignore[index]
+
+
+def test_wire_replay_is_same_with_no_server_no_key(recorded: dict[str, FakeOpenAI], cli: Callable[..., Any]) -> None:
+    before = {sid: len(srv.requests) for sid, srv in recorded.items()}
+    res = cli("run")
+    assert res.code == 0, res.out + res.err
+    assert "4 scenarios: 4 same" in res.out, res.out
+    assert {sid: len(srv.requests) for sid, srv in recorded.items()} == before
+
+
+def test_replay_builds_the_request_with_the_installed_provider_mapping(
+    recorded: dict[str, FakeOpenAI], cli: Callable[..., Any], project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the wire level sees a change of the system-prompt role: the messages are the same."""
+    monkeypatch.setenv("SYSTEM_ROLE", "developer")
+    res = cli("run", "wire/chat", "--out", project / "results")
+    assert res.code == 1, res.out + res.err
+    assert "main[0] wire: messages[0].role: system → developer" in res.out, res.out
+    assert "main[1] wire: messages[0].role: system → developer" in res.out, res.out
+    replayed = load(cassette_path(project / "results", "wire/chat"))
+    assert request_body(replayed, replayed.exchanges[0].wire[0])["messages"][0]["role"] == "developer"  # type: ignore[index]
+    as_json = json.loads(cli("run", "wire/chat", "-f", "json").out)
+    wire = as_json["scenarios"]["wire/chat"]["wire"]
+    assert {"role": "main", "index": 0, "path": "messages[0].role", "kind": "changed",
+            "before": "system", "after": "developer"} in wire
+    # At the model boundary the provider mapping never runs: the same replay looks unchanged.
+    blind = cli("run", "wire/chat", "--level", "model")
+    assert blind.code == 0, blind.out
+
+
+def test_http_requests_that_do_not_match_the_recording_are_a_divergence(
+    recorded: dict[str, FakeOpenAI], cli: Callable[..., Any], project: Path
+) -> None:
+    from replay.cassette import save
+
+    path = cassette_path(project / "cassettes", "wire/chat")
+    c = load(path)
+    c.exchanges[0].wire = [*(c.exchanges[0].wire or []), *(c.exchanges[0].wire or [])]  # recorded: a retry
+    save(c, path)
+    res = cli("run", "wire/chat")
+    assert res.code == 1, res.out + res.err
+    assert "main[0]: made 1 HTTP request where the recording has 2" in res.out, res.out
+
+
+def test_cassettes_without_wire_records_replay_at_the_model_level(
+    recorded: dict[str, FakeOpenAI], cli: Callable[..., Any], project: Path
+) -> None:
+    """Recordings made before wire capture (or of in-process models) keep replaying as before."""
+    from replay.cassette import save
+
+    path = cassette_path(project / "cassettes", "wire/chat")
+    c = load(path)
+    for ex in c.exchanges:
+        ex.wire = None
+    save(c, path)
+    res = cli("run", "wire/chat")
+    assert res.code == 0, res.out + res.err
+
+
+def test_wire_storage_grows_linearly(project: Path, cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each request re-sends the history; bodies are interned element by element, so size stays linear."""
+    (project / "scenarios" / "long.py").write_text(LONG)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-proj-wiretest4f7c1d9e2b8a6035")
+    sizes = {}
+    for turns in (20, 40):
+        monkeypatch.setenv("TURNS", str(turns))
+        with FakeOpenAI([f"answer {i} " + "lorem ipsum " * 30 for i in range(turns)]) as srv:
+            monkeypatch.setenv("FAKE_BASE_URL", srv.root_url)
+            assert cli("record", "--force", "wire/long").code == 0
+        sizes[turns] = cassette_path(project / "cassettes", "wire/long").stat().st_size
+    assert sizes[40] / sizes[20] < 2.3, sizes
+
+
+LONG = '''
+import os
+
+from pydantic_ai import Agent
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+
+from replay import Run, scenario
+
+
+@scenario("wire/long")
+async def long(run: Run) -> int:
+    provider = OpenAIProvider(base_url=os.environ["FAKE_BASE_URL"] + "/v1", api_key=os.environ["OPENAI_API_KEY"])
+    agent = Agent(OpenAIChatModel("gpt-4o-mini", provider=provider), instructions="Be brief.")
+    history = []
+    for turn in range(int(os.environ["TURNS"])):
+        history = (await agent.run(f"turn {turn}", message_history=history)).all_messages()
+    return len(history)
+'''
