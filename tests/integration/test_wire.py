@@ -91,7 +91,7 @@ SCRIPTS: dict[str, list[Reply | str]] = {
 
 @pytest.fixture
 def recorded(project: Path, cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> dict[str, FakeOpenAI]:
-    pytest.importorskip("pydantic_ai.models.anthropic", reason="needs pydantic-ai-slim[anthropic]")
+    pytest.importorskip("anthropic", reason="needs pydantic-ai-slim[anthropic] (the dev extra installs it)")
     (project / "scenarios" / "wire.py").write_text(SCENARIOS)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-proj-wiretest4f7c1d9e2b8a6035")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-api03-wiretest4f7c1d9e2b8a6035")
