@@ -243,8 +243,9 @@ def diff_cmd(
     report = _pipeline.compare_files(a, b, rules, limits(config))
     if fmt is Fmt.json:
         from .reporter import report_json
+        from .scrub import redact
 
-        typer.echo(json.dumps(report_json(report), indent=2, default=str))
+        typer.echo(json.dumps(report_json(redact(report)), indent=2, default=str))
     else:
         emit([report], fmt.value, title="harness-replay diff")
     _exit_for([report])
@@ -277,6 +278,9 @@ def check(
             paths += matches
     reports = [_pipeline.check_cassette(p, limits=limits(config)) for p in paths]
     if fmt is Fmt.json:
+        from .scrub import redact
+
+        reports = redact(reports)
         violations = [dict(v.as_json(), scenario_id=r.scenario_id) for r in reports for v in r.violations]
         typer.echo(
             json.dumps(
@@ -297,13 +301,14 @@ def show(
     normalized: Annotated[bool, typer.Option("--normalized", "--normalised", help="Show the normalised form.")] = False,
 ) -> None:
     """Print a cassette readably (also usable as a git textconv)."""
+    from .scrub import redact
     from .show import render_json, render_text
 
     c = load(cassette, limits(_config()))
     if fmt is ShowFmt.json:
-        typer.echo(json.dumps(render_json(c, normalized=normalized), indent=2, default=str))
+        typer.echo(json.dumps(redact(render_json(c, normalized=normalized)), indent=2, default=str))
     else:
-        typer.echo(render_text(c, normalized=normalized), nl=False)
+        typer.echo(redact(render_text(c, normalized=normalized)), nl=False)
 
 
 @app.command(name="ls")
@@ -476,6 +481,16 @@ def report(
     typer.echo(f"wrote {html} ({n} scenarios)")
 
 
+def _scrubbed(text: str) -> str:
+    """An error can quote a cassette or a scenario's exception: it passes the output scrubber too."""
+    from .scrub import Scrubber, ScrubConfig
+
+    try:
+        return Scrubber(ScrubConfig()).scrub_text(text)
+    except ReplayError:
+        return text
+
+
 def main() -> None:
     """Entry point: user-facing errors become one line and exit code 2."""
     try:
@@ -484,7 +499,7 @@ def main() -> None:
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except ReplayError as exc:
-        typer.echo(f"replay: error: {exc}", err=True)
+        typer.echo(f"replay: error: {_scrubbed(str(exc))}", err=True)
         sys.exit(2)
     except (typer.BadParameter, typer.Abort) as exc:  # pragma: no cover - click handles most
         typer.echo(f"replay: error: {exc}", err=True)

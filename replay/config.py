@@ -112,6 +112,10 @@ def _load(path: Path, stamp: int, cwd: Path) -> Config:
         elif name in ("ignore", "allow_hosts", "scrub_patterns", "scrub_exempt", "matrix_with"):
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise ReplayUsageError(f"{path}: [tool.replay] {key} must be a list of strings")
+            if name == "scrub_patterns":
+                from .scrub import compile_patterns
+
+                compile_patterns(value, path)  # a bad regex is one line naming this file, before any work
             kwargs[name] = tuple(value)
         elif name == "on_exhausted":
             if value not in ("fail", "repeat", "fake"):

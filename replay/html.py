@@ -311,7 +311,9 @@ def _anchor(sid: str) -> str:
 
 def render_html(matrix: dict[str, Any], *, title: str = "harness-replay matrix") -> str:
     """The whole page: header, scenario × version table, then a chart card per scenario."""
-    matrix = _as_matrix(matrix)
+    from .scrub import redact
+
+    matrix = redact(_as_matrix(matrix))  # results files are untrusted input and may predate scrubbing
     versions = _versions(matrix)
     scenarios = _scenarios(matrix)
     summary = _dict(matrix.get("summary"))

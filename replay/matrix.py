@@ -617,6 +617,9 @@ def render_junit(result: Result) -> str:
 
 def emit(result: Result, fmt: str) -> None:
     """Print ``result`` in ``fmt``; Markdown also goes to ``$GITHUB_STEP_SUMMARY`` when set."""
+    from .scrub import redact
+
+    result = redact(result)  # cells carry replay output from other environments: scrub before any medium
     if fmt == "json":
         print(json.dumps(result, indent=2, default=str))
     elif fmt == "markdown":

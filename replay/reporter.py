@@ -282,6 +282,9 @@ def write_step_summary(text: str) -> None:
 
 def emit(reports: Sequence[ScenarioReport], fmt: Format, console: Console | None = None, title: str = "harness-replay") -> None:
     """Print ``reports`` in ``fmt``; Markdown also goes to ``$GITHUB_STEP_SUMMARY`` when set."""
+    from .scrub import redact
+
+    reports = redact(list(reports))  # every output passes the cassettes' scrubber, whatever its source
     if fmt == "json":
         print(json.dumps(reports_json(reports), indent=2, sort_keys=False, default=str))
     elif fmt == "markdown":

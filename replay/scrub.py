@@ -1,121 +1,284 @@
-"""Scrub credentials out of a payload before it becomes a cassette.
+"""Scrub credentials out of everything harness-replay writes or prints.
 
-Cassettes are committed to version control, but they are recorded with real API
-keys in the environment, in request headers and sometimes echoed back in prompts
-or tool results. Everything written to a cassette therefore passes through a
-:class:`Scrubber` first. A secret is replaced by a placeholder such as
-``<secret:openai:3f2a1c9b>``: the label says what was there, and the suffix is a
-keyed hash, so the same secret always gives the same placeholder (cassette diffs
-stay stable across recordings) while the secret itself cannot be recovered.
+Cassettes are committed to version control, but they are recorded with real API keys in
+the environment, in request headers and sometimes in prompts, tool results or files sent
+to the model. Everything written to a cassette, and everything the tool prints or writes
+about a replay, therefore passes through a :class:`Scrubber` first.
+
+Secrets are found by what they look like and where they stand, never by what happens to
+be in the environment: provider key shapes (``sk-ant-…``, ``AKIA…``, ``SG.…``), context
+(``password=``, ``api-key:``, ``Authorization: Bearer``, a URL's ``user:password@`` or
+``?sig=``, a hex run after "token"), and values under credential-like keys. A placeholder
+is ``<secret:KIND:N>``: the secret's shape and its ordinal among the secrets of that kind
+in the cassette. It carries no bits of the secret (a hash of a short password can be
+brute-forced), and it is the same with or without the environment variables set, so a
+replay in CI gets the verdict a laptop gets. Values of credential-named environment
+variables remain an extra net, applied last, with the placeholder their shape gives.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import copy
+import dataclasses
 import functools
-import hashlib
 import itertools
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
-__all__ = ["ScrubConfig", "Scrubber", "placeholder", "scrub_cassette"]
+from .errors import ReplayUsageError
 
-# Fixed, public salt: it does not make the hash secret, it only keeps our
-# placeholders from being looked up in tables of plain blake2b hashes of known keys.
-_SALT = b"harness-replay/scrub/v1"
-_MIN_LEN = 8  # nothing we detect by shape is shorter; most strings in a payload are
+__all__ = ["PLACEHOLDER_RE", "ScrubConfig", "Scrubber", "compile_patterns", "redact", "scrub_cassette"]
+
+_MIN_LEN = 8  # no secret we can recognise hides in a shorter string
 _MAX_PASSES = 4  # re-scan until nothing changes, so scrub() is idempotent
+_LEARN_MIN = 8  # a value found by context is scrubbed everywhere else only if this long
+_MAX_VALUE = 2048
 
-_PLACEHOLDER = r"<secret:[a-z0-9._-]+:[0-9a-f]{8}>"
-_PLACEHOLDER_RE = re.compile(_PLACEHOLDER)
+# Older cassettes carry an 8-hex-digit hash in place of the ordinal; both are placeholders.
+_PLACEHOLDER = r"<secret:[a-z0-9._-]{1,40}:[0-9a-f]{1,16}>"
+PLACEHOLDER_RE = re.compile(_PLACEHOLDER)
 
 # A token may not start in the middle of a word ("task-...", "mask-..."), but it may
 # follow an underscore or punctuation ("OPENAI_API_KEY=sk-...").
 _B = r"(?<![A-Za-z0-9])"
 _E = r"(?![A-Za-z0-9])"
-_HAS_DIGIT = r"(?=[A-Za-z0-9_-]*[0-9])"
+_D = r"(?=[A-Za-z0-9_-]*[0-9])"  # real keys hold a digit; English words with a dash do not
 
-# Order matters only where two shapes can start at the same place: the more
-# specific one (sk-ant-, sk-or-) must come before the generic sk-.
-_BUILTIN: list[tuple[str, str]] = [
-    ("private-key", r"-----BEGIN[A-Z ]*PRIVATE KEY-----[\s\S]*?(?:-----END[A-Z ]*PRIVATE KEY-----|\Z)"),
-    ("anthropic", _B + r"sk-ant-" + _HAS_DIGIT + r"[A-Za-z0-9_-]{20,}"),
-    ("openrouter", _B + r"sk-or-v\d+-[A-Za-z0-9]{20,}"),
-    ("openai", _B + r"sk-(?:proj-|svcacct-|admin-)?" + _HAS_DIGIT + r"[A-Za-z0-9_-]{20,}"),
-    ("stripe", _B + r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"),
-    ("google", _B + r"AIza[0-9A-Za-z_-]{35}(?![A-Za-z0-9_-])"),
-    ("aws-access-key", _B + r"(?:AKIA|ASIA)[0-9A-Z]{16}" + _E),
-    ("github", _B + r"(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})"),
-    ("gitlab", _B + r"glpat-[A-Za-z0-9_-]{20,}"),
-    ("slack", _B + r"xox[baprs]-[A-Za-z0-9-]{10,}"),
-    ("huggingface", _B + r"hf_[A-Za-z0-9]{30,}"),
-    ("groq", _B + r"gsk_[A-Za-z0-9]{20,}"),
-    ("xai", _B + r"xai-[A-Za-z0-9]{40,}"),
-    ("perplexity", _B + r"pplx-[A-Za-z0-9]{40,}"),
-    ("replicate", _B + r"r8_[A-Za-z0-9]{30,}"),
-    ("logfire", _B + r"pylf_[A-Za-z0-9_]{20,}"),
-    ("jwt", _B + r"eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"),
-    # Only the credential is replaced; the scheme, user name and host stay readable.
-    ("bearer", r"(?i:\bbearer)\s+(?P<bearer_v>(?=[A-Za-z0-9._~+/-]*[0-9])[A-Za-z0-9._~+/-]{8,}=*)"),
-    ("basic", r"(?i:\bbasic)\s+(?P<basic_v>[A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])"),
-    ("url-password", r"://[^\s/:@<>]*:(?P<url_v>[^\s/@<>]+)@"),
+
+class _Shape(NamedTuple):
+    kind: str
+    gates: tuple[str, ...]
+    """Substrings every match contains: the regex runs only on text holding one (C-speed scans)."""
+    pattern: str
+    inner: str | None = None
+    """Group holding the secret when the match also holds readable context (a URL's host)."""
+
+
+# Order matters only where two shapes can start at the same place: the more specific one
+# (sk-ant-, sk-or-) comes before the generic sk-.
+_SHAPES: list[_Shape] = [
+    _Shape(
+        "private-key",
+        ("-----BEGIN",),
+        r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
+        r"(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
+    ),
+    _Shape("anthropic", ("sk-ant-",), _B + r"sk-ant-" + _D + r"[A-Za-z0-9_-]{20,}"),
+    _Shape("openrouter", ("sk-or-",), _B + r"sk-or-v\d+-[A-Za-z0-9]{20,}"),
+    _Shape("openai", ("sk-",), _B + r"sk-(?:proj-|svcacct-|admin-)?" + _D + r"[A-Za-z0-9_-]{20,}"),
+    _Shape(
+        "stripe",
+        ("sk_live_", "sk_test_", "rk_live_", "rk_test_", "whsec_"),
+        _B + r"(?:(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9+/]{24,})",
+    ),
+    _Shape("elevenlabs", ("sk_",), _B + r"sk_[a-f0-9]{40,}" + _E),
+    _Shape("google", ("AIza",), _B + r"AIza[0-9A-Za-z_-]{35}(?![A-Za-z0-9_-])"),
+    _Shape("google-oauth", ("ya29.", "GOCSPX-"), _B + r"(?:ya29\.[A-Za-z0-9_-]{20,}|GOCSPX-[A-Za-z0-9_-]{20,})"),
+    _Shape("aws-access-key", ("AKIA", "ASIA", "ABIA", "ACCA"), _B + r"(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}" + _E),
+    _Shape(
+        "github",
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+        _B + r"(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})",
+    ),
+    _Shape(
+        "gitlab", ("glpat-", "gldt-", "glptt-", "glrt-", "glsoat-"), _B + r"gl(?:pat|dt|ptt|rt|soat)-[A-Za-z0-9_-]{20,}"
+    ),
+    _Shape("slack", ("xox", "xapp-"), _B + r"(?:xox[abeoprs]-[A-Za-z0-9-]{10,}|xapp-\d-[A-Za-z0-9-]{10,})"),
+    _Shape(
+        "slack-webhook",
+        ("hooks.slack.com/",),
+        r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<slack_v>[A-Za-z0-9_/-]{16,})",
+        "slack_v",
+    ),
+    _Shape(
+        "discord-webhook",
+        ("/api/webhooks/",),
+        r"discord(?:app)?\.com/api/webhooks/(?P<discord_v>[0-9]+/[A-Za-z0-9_-]{20,})",
+        "discord_v",
+    ),
+    _Shape("discord", (".",), r"(?<![A-Za-z0-9_-])[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40}" + _E),
+    _Shape("telegram", (":AA",), r"(?<![0-9])[0-9]{8,10}:AA[A-Za-z0-9_-]{30,34}(?![A-Za-z0-9_-])"),
+    _Shape("sendgrid", ("SG.",), _B + r"SG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{16,64}"),
+    _Shape("npm", ("npm_",), _B + r"npm_[A-Za-z0-9]{36}" + _E),
+    _Shape("pypi", ("pypi-AgE",), _B + r"pypi-AgE[A-Za-z0-9_-]{50,}"),
+    _Shape("huggingface", ("hf_", "api_org_"), _B + r"(?:hf_[A-Za-z0-9]{30,}|api_org_[A-Za-z0-9]{30,})"),
+    _Shape("groq", ("gsk_",), _B + r"gsk_[A-Za-z0-9]{20,}"),
+    _Shape("xai", ("xai-",), _B + r"xai-[A-Za-z0-9]{40,}"),
+    _Shape("perplexity", ("pplx-",), _B + r"pplx-[A-Za-z0-9]{40,}"),
+    _Shape("replicate", ("r8_",), _B + r"r8_[A-Za-z0-9]{30,}"),
+    _Shape("logfire", ("pylf_",), _B + r"pylf_[A-Za-z0-9_]{20,}"),
+    _Shape("azure", ("JQQJ9",), _B + r"[A-Za-z0-9]{40,60}JQQJ9[9DH][A-Za-z0-9]{18,32}" + _E),
+    _Shape("azure-ad", ("8Q~",), r"(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.-]{3}8Q~[A-Za-z0-9_~.-]{31,34}"),
+    _Shape("mailchimp", ("-us",), _B + r"[0-9a-f]{32}-us[0-9]{1,2}" + _E),
+    _Shape("twilio", ("SK",), _B + r"SK[0-9a-fA-F]{32}" + _E),
+    _Shape("mailgun", ("key-",), _B + r"key-[0-9a-f]{32}" + _E),
+    _Shape("shopify", ("shpat_", "shpca_", "shppa_", "shpss_"), _B + r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"),
+    _Shape("databricks", ("dapi",), _B + r"dapi[0-9a-f]{32}(?:-[0-9])?" + _E),
+    _Shape("digitalocean", ("_v1_",), _B + r"do[opr]_v1_[a-f0-9]{64}"),
+    _Shape("linear", ("lin_api_",), _B + r"lin_api_[A-Za-z0-9]{40}"),
+    _Shape("notion", ("secret_", "ntn_"), _B + r"(?:secret_[A-Za-z0-9]{43}|ntn_[A-Za-z0-9]{40,})" + _E),
+    _Shape("atlassian", ("ATATT",), _B + r"ATATT[A-Za-z0-9_=-]{100,}"),
+    _Shape("vault", ("hvs.", "hvb."), _B + r"hv[sb]\.[A-Za-z0-9_-]{24,}"),
+    _Shape("age", ("AGE-SECRET-KEY-",), r"AGE-SECRET-KEY-1[0-9A-Z]{58}"),
+    _Shape("postman", ("PMAK-",), r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}"),
+    _Shape("langsmith", ("lsv2_",), _B + r"lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}"),
+    _Shape("pinecone", ("pcsk_",), _B + r"pcsk_[A-Za-z0-9_]{40,}"),
+    _Shape("tavily", ("tvly-",), _B + r"tvly-(?:dev-)?[A-Za-z0-9]{24,}"),
+    _Shape("firecrawl", ("fc-",), _B + r"fc-[a-f0-9]{32}" + _E),
+    _Shape("supabase", ("sbp_",), _B + r"sbp_[a-f0-9]{40}"),
+    _Shape("newrelic", ("NRAK-",), r"NRAK-[A-Z0-9]{27}"),
+    _Shape("grafana", ("glsa_", "glc_"), _B + r"(?:glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|glc_[A-Za-z0-9+/]{32,}={0,2})"),
+    _Shape("doppler", ("dp.",), _B + r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}"),
+    _Shape("cerebras", ("csk-",), _B + r"csk-[a-z0-9]{40,}"),
+    _Shape("airtable", ("pat",), _B + r"pat[A-Za-z0-9]{14}\.[a-f0-9]{64}" + _E),
+    _Shape("figma", ("figd_",), _B + r"figd_[A-Za-z0-9_-]{30,}"),
+    _Shape("square", ("sq0",), _B + r"sq0(?:atp|csp)-[A-Za-z0-9_-]{22,}"),
+    _Shape("razorpay", ("rzp_",), _B + r"rzp_(?:live|test)_[A-Za-z0-9]{14,}"),
+    _Shape("heroku", ("HRKU-",), _B + r"HRKU-[A-Za-z0-9_-]{30,}"),
+    _Shape("fireworks", ("fw_",), _B + r"fw_[A-Za-z0-9]{24,}"),
+    _Shape("openai-session", ("sess-",), _B + r"sess-[A-Za-z0-9]{40}" + _E),
+    _Shape("jwt", ("eyJ",), _B + r"eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"),
 ]
-# Every alternative above starts with one of these characters. Python's regex engine
-# would otherwise try all twenty alternatives at every position of every string;
-# checking the first character up front makes scanning several times faster.
-_FIRST_CHARS = "-<:sSrAgxhpebB"
-_INNER = {"bearer": "bearer_v", "basic": "basic_v", "url-password": "url_v"}
-_KIND_GROUP = {kind: "k" + str(i) for i, (kind, _) in enumerate(_BUILTIN)}
-_GROUP_KIND = {g: k for k, g in _KIND_GROUP.items()}
-_BUILTIN_RE = re.compile("|".join(f"(?P<{_KIND_GROUP[k]}>{p})" for k, p in _BUILTIN))
-
-# An AWS secret access key is just 40 base64 characters; only its surroundings give it
-# away, so it is looked for only in strings that talk about AWS.
-_AWS_CONTEXT_RE = re.compile(r"(?i:(?<![a-z])aws|secret_?access_?key)|(?:AKIA|ASIA)[0-9A-Z]{16}")
-_AWS_SECRET_RE = re.compile(r"(?<![A-Za-z0-9/+])[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])")
-
-# has_secrets' screen: the literal each built-in shape starts with (keep in step with _BUILTIN;
-# tests seed every shape and grep the written bytes, so a missing literal fails them).
-_SCREEN_LITERALS = (
-    "-----BEGIN", "sk-", "sk_", "rk_", "AIza", "AKIA", "ASIA", "ghp_", "gho_", "ghu_", "ghs_", "ghr_",
-    "github_pat_", "glpat-", "xox", "hf_", "gsk_", "xai-", "pplx-", "r8_", "pylf_", "eyJ",
-)
-_SCREEN_AUTH_RE = re.compile(r"\b(?:bearer|basic)\s+[a-z0-9._~+/=-]{8,}")
-
-_ENV_NAME_RE = re.compile(r"key|token|secret|password", re.IGNORECASE)
-_SECRET_WORDS = frozenset(
-    {
-        "authorization", "token", "secret", "password", "passwd", "passphrase",
-        "apikey", "cookie", "credential", "credentials",
-    }
-)
-_SECRET_PAIRS = frozenset({("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key"), ("auth", "key")})
-_WORD_RE = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
+_GROUP = {i: f"s{i}" for i in range(len(_SHAPES))}
+_KIND_OF_GROUP = {f"s{i}": s.kind for i, s in enumerate(_SHAPES)}
+_INNER_OF_GROUP = {f"s{i}": s.inner for i, s in enumerate(_SHAPES) if s.inner}
+_GATES: list[tuple[str, int]] = [(g, i) for i, s in enumerate(_SHAPES) for g in s.gates]
+_ALL_SHAPES_RE = re.compile("|".join(f"(?P<s{i}>{s.pattern})" for i, s in enumerate(_SHAPES)))
 
 
-def placeholder(secret: str, kind: str) -> str:
-    """The stand-in written instead of ``secret``: same secret, same placeholder."""
-    digest = hashlib.blake2b(secret.encode("utf-8", "surrogatepass"), key=_SALT, digest_size=4).hexdigest()
-    label = re.sub(r"[^a-z0-9._-]+", "-", kind.lower()).strip("-")[:40] or "value"
-    return f"<secret:{label}:{digest}>"
+@functools.lru_cache(maxsize=256)
+def _shapes_re(active: tuple[int, ...]) -> re.Pattern[str]:
+    """One regex for the shapes whose gates a text holds; placeholders are matched first and kept."""
+    alternatives = [f"(?P<ph>{_PLACEHOLDER})"] + [f"(?P<{_GROUP[i]}>{_SHAPES[i].pattern})" for i in active]
+    return re.compile("|".join(alternatives))
 
 
 @functools.lru_cache(maxsize=4096)
-def _is_secret_key(key: str) -> bool:
-    """Header and settings names that carry credentials whatever their value looks like.
+def _shape_kind(secret: str) -> str | None:
+    """The kind a whole value has by its shape alone, so every detector labels it alike."""
+    m = _ALL_SHAPES_RE.fullmatch(secret)
+    if m is None or m.lastgroup is None or m.lastgroup in _INNER_OF_GROUP:
+        return None
+    return _KIND_OF_GROUP[m.lastgroup]
 
-    Words rather than substrings, so ``max_tokens`` or ``input_tokens`` stay readable.
+
+# --------------------------------------------------------------------------- context
+
+# Credential-like key names, by word (so ``max_tokens`` or ``input_tokens`` stay readable).
+_WORD_RE = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|[0-9]+")
+_CLASS_OF_WORD = {
+    "password": "password", "passwd": "password", "passphrase": "password", "pwd": "password",
+    "secret": "secret", "token": "token", "accesstoken": "token", "apikey": "api-key",
+    "authorization": "auth", "auth": "auth", "credential": "credential", "credentials": "credential",
+    "cookie": "cookie", "sig": "signature", "signature": "signature", "session": "session",
+    "sessionid": "session", "passcode": "password",
+}  # fmt: skip
+_CLASS_OF_PAIR = {
+    ("api", "key"): "api-key", ("access", "key"): "key", ("private", "key"): "key", ("secret", "key"): "key",
+    ("auth", "key"): "key", ("account", "key"): "key", ("subscription", "key"): "key", ("master", "key"): "key",
+    ("signing", "key"): "key", ("encryption", "key"): "key", ("client", "key"): "key", ("service", "key"): "key",
+    ("shared", "key"): "key", ("app", "key"): "key", ("license", "key"): "key", ("admin", "key"): "key",
+}  # fmt: skip
+# A credential word followed by one of these names something about the credential, not it.
+_NOT_SECRET_LAST = frozenset(
+    {
+        "count", "counts", "limit", "limits", "type", "types", "name", "names", "url", "uri", "file", "path",
+        "length", "len", "size", "usage", "endpoint", "env", "var", "prefix", "format", "hint", "field", "header",
+        "expires", "expiry", "expiration", "ttl", "host", "location", "policy", "required", "provider",
+        "version", "store", "manager", "helper", "dir", "kind", "mode", "tokens", "budget", "window", "id",
+        "ids", "timeout", "scope", "scopes", "source", "method", "encoding", "rotation", "label", "description",
+        "set", "present", "valid", "enabled", "max", "min", "total",
+    }
+)  # fmt: skip
+_NOT_VALUES = frozenset(
+    {
+        "true", "false", "null", "none", "nil", "undefined", "n/a", "yes", "no", "empty", "required",
+        "optional", "string", "str", "int", "bool", "redacted", "hidden", "masked", "secret", "password",
+        "token", "bearer", "basic", "here", "your",
+    }
+)  # fmt: skip
+_REFERENCE_STARTS = ("$", "{{", "%(", "<", "os.environ", "os.getenv", "env(", "process.env", "/", "./", "~/", "../")
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+_CONTEXT_WORD_RE = re.compile(r"(?i:pass|pwd|secret|token|key|auth|credential|cookie|sig|session)")
+_CONTEXT_GATES = ("pass", "pwd", "secret", "token", "key", "auth", "credential", "cookie", "sig", "session")
+_VALUE_RE = re.compile(
+    r"[\"']?[ \t]*(?::=|=>|[:=])[ \t]*"
+    r"(?:(?i:bearer|basic|token|digest|apikey|key|sso-key|otp|sharedaccesssignature)[ \t]+)?"
+    r"(?:(?P<o>[\"'`])(?P<qv>[^\"'`\r\n]{1,2048})(?P=o)|(?P<v>[^\s\"'`,;&<>(){}\[\]|]{1,2048}))"
+)
+_HEX_NEAR_RE = re.compile(r"(?<![0-9A-Za-z])(?=[0-9a-fA-F]*[0-9])(?=[0-9a-fA-F]*[a-fA-F])(?:[0-9a-f]{32,}|[0-9A-F]{32,})(?![0-9A-Za-z])")
+_HEX_WORDS = frozenset({"token", "key", "secret", "password", "auth", "credential", "sig", "session", "pass"})
+
+_AUTH_RE = re.compile(
+    f"(?P<ph>{_PLACEHOLDER})"
+    r"|(?i:\bbearer)\s+(?P<bearer>(?=[A-Za-z0-9._~+/-]*[0-9])[A-Za-z0-9._~+/-]{8,}=*)"
+    r"|(?i:\bbasic)\s+(?P<basic>[A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])"
+)
+_URL_RE = re.compile(
+    f"(?P<ph>{_PLACEHOLDER})"
+    r"|://[^\s/:@<>\"']*:(?P<url_password>[^\s/@<>\"']+)@"
+    r"|://(?P<url_token>(?=[A-Za-z0-9._~-]*[0-9])[A-Za-z0-9._~-]{16,})@"
+)
+# An AWS secret access key is just 40 base64 characters; only its surroundings give it
+# away, so it is looked for only in strings that talk about AWS.
+_AWS_CONTEXT_RE = re.compile(r"(?i:(?<![a-z])aws|secret_?access_?key)|(?:AKIA|ASIA)[0-9A-Z]{16}")
+_AWS_SECRET_RE = re.compile(f"(?P<ph>{_PLACEHOLDER})" + r"|(?<![A-Za-z0-9/+])(?P<aws>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])")
+
+_ENV_NAME_RE = re.compile(r"key|token|secret|passw|pwd|auth|credential|cookie", re.IGNORECASE)
+_TEXT_MEDIA = ("text/", "application/json", "application/yaml", "application/x-yaml", "application/xml",
+               "application/toml", "application/x-sh", "application/javascript", "application/x-www-form-urlencoded",
+               "+json", "+xml", "+yaml")  # fmt: skip
+
+
+@functools.lru_cache(maxsize=8192)
+def secret_class(name: str, query: bool = False) -> str | None:
+    """The kind of credential a key name announces (``DB_PASSWORD`` → password), or None.
+
+    ``query`` marks a URL query parameter, where a bare ``key`` or ``sig`` is a credential too.
     """
-    words = [w.lower() for w in _WORD_RE.findall(key)]
-    if any(w in _SECRET_WORDS for w in words):
+    words = [w.lower() for w in _WORD_RE.findall(name)]
+    if not words:
+        return None
+    if query and words[-1] in ("key", "sig", "code", "signature"):
+        return "api-key" if words[-1] == "key" else "signature"
+    if words[-1] in _NOT_SECRET_LAST and not (words[-1] == "id" and "session" in words):
+        return None
+    for a, b in itertools.pairwise(words):
+        kind = _CLASS_OF_PAIR.get((a, b))
+        if kind:
+            return kind
+    for w in words:
+        kind = _CLASS_OF_WORD.get(w)
+        if kind:
+            return kind
+    if words[-1] == "pass":  # DB_PASS, but not "bypass" or "pass: 3"
+        return "password"
+    return None
+
+
+def _credible(value: str, kind: str) -> bool:
+    """Whether a value after ``name=`` looks like a credential rather than prose or a reference."""
+    v = value.strip()
+    if len(v) < 4 or len(v) > _MAX_VALUE or v.lower() in _NOT_VALUES or PLACEHOLDER_RE.search(v):
+        return False
+    if v.startswith(_REFERENCE_STARTS) or not set(v) - set("*x•.-_ X"):
+        return False
+    if kind == "password":
         return True
-    return any(pair in _SECRET_PAIRS for pair in itertools.pairwise(words))
+    if len(v) < 8 or any(c.isspace() for c in v) or v.isdigit():
+        return False
+    has_digit = any(c.isdigit() for c in v)
+    has_symbol = not v.isalnum()
+    mixed = any(c.isupper() for c in v) and any(c.islower() for c in v) and len(v) >= 16
+    return has_digit or has_symbol or mixed
 
 
 def _looks_like_basic(token: str) -> bool:
@@ -125,6 +288,19 @@ def _looks_like_basic(token: str) -> bool:
     except (binascii.Error, ValueError):
         return False
     return b":" in decoded
+
+
+def compile_patterns(patterns: Iterable[str], source: object = "pyproject.toml") -> list[re.Pattern[str]]:
+    """User ``scrub-patterns``; a bad one is a one-line error naming where it came from."""
+    out = []
+    for p in patterns:
+        try:
+            out.append(re.compile(p))
+        except (re.error, TypeError, ValueError, OverflowError, RecursionError) as exc:
+            raise ReplayUsageError(
+                f"{source}: [tool.replay] scrub-patterns: {p!r} is not a valid regular expression ({exc})"
+            ) from None
+    return out
 
 
 @dataclass
@@ -137,10 +313,23 @@ class ScrubConfig:
     """fnmatch patterns on dotted paths (``requests.*.settings.temperature``) never scrubbed."""
     env: Mapping[str, str] | None = None
     """Where to find secret values to scrub verbatim; ``None`` means ``os.environ``."""
+    source: str = "pyproject.toml"
+    """Where ``patterns`` came from, for the error a bad one gives."""
+
+
+class _Span(NamedTuple):
+    start: int
+    end: int
+    secret: str
+    kind: str
 
 
 class Scrubber:
-    """Replaces every credential in a JSON-like value with a stable placeholder."""
+    """Replaces every credential in a JSON-like value with ``<secret:KIND:N>``.
+
+    One scrubber per cassette (or per output): ordinals count within it, and a secret
+    seen twice gets the same placeholder both times.
+    """
 
     def __init__(self, config: ScrubConfig | None = None) -> None:
         config = config or ScrubConfig()
@@ -148,91 +337,134 @@ class Scrubber:
         # Values of variables such as OPENAI_API_KEY are scrubbed wherever they appear,
         # whatever their shape; short values ("1", "true") would scrub ordinary text.
         self._env_values = frozenset(
-            v for k, v in env.items() if _ENV_NAME_RE.search(k) and len(v) >= _MIN_LEN
+            v for k, v in env.items() if _ENV_NAME_RE.search(k) and len(v) >= _MIN_LEN and v.strip() == v
         )
-        alternatives = [f"(?P<ph>{_PLACEHOLDER})"]
-        if self._env_values:
-            literals = sorted(self._env_values, key=len, reverse=True)
-            alternatives.append("(?P<env>" + "|".join(map(re.escape, literals)) + ")")
-        alternatives.append(_BUILTIN_RE.pattern)
-        first = "".join(sorted(set(_FIRST_CHARS).union(v[0] for v in self._env_values)))
-        self._re = re.compile(f"(?=[{re.escape(first)}])(?:" + "|".join(alternatives) + ")")
-        self._user = [re.compile(p) for p in config.patterns]
+        self._user = compile_patterns(config.patterns, config.source)
         self._exempt = list(config.exempt_paths)
+        self._placeholders: dict[str, str] = {}
+        self._counts: Counter[str] = Counter()
+        self._learned: set[str] = set()
+        """Values found by context (``password=…``): scrubbed wherever else they appear."""
+        self._use_env = True
+        self._literal_re: re.Pattern[str] | None = None
+        self._literal_key: tuple[int, bool] = (-1, False)
         self._seen: dict[str, str] = {}
         """Scrubbed form of every text seen: keys and repeated history text recur constantly."""
 
+    # ------------------------------------------------------------------ placeholders
+
+    def placeholder(self, secret: str, kind: str) -> str:
+        """The stand-in for ``secret``: its shape (else ``kind``) and an ordinal; stable within this scrubber."""
+        known = self._placeholders.get(secret)
+        if known is not None:
+            return known
+        label = _shape_kind(secret) or kind
+        label = re.sub(r"[^a-z0-9._-]+", "-", label.lower()).strip("-")[:40] or "value"
+        self._counts[label] += 1
+        ph = self._placeholders[secret] = f"<secret:{label}:{self._counts[label]}>"
+        return ph
+
+    def _learn(self, secret: str) -> None:
+        if len(secret) >= _LEARN_MIN and secret not in self._learned:
+            self._learned.add(secret)
+            self._literal_re = None
+
+    # ------------------------------------------------------------------ values
+
     def scrub(self, value: Any, path: str = "") -> Any:
-        """Return a scrubbed copy of ``value``; ``path`` is its dotted location."""
-        if not self._exempt:
-            return self._scrub_fast(value)
-        if any(fnmatchcase(path, p) for p in self._exempt):
+        """Return a scrubbed copy of ``value``; ``path`` is its dotted location (for exempt paths)."""
+        return self._walk(value, path if self._exempt else None)
+
+    def scrub_any(self, value: Any, _depth: int = 0) -> Any:
+        """Like :meth:`scrub`, also through dataclasses and pydantic models (reports, results)."""
+        if _depth > 64:
+            return value
+        if isinstance(value, (str, list, tuple, Mapping)) and not _has_objects(value, 0):
+            return self._walk(value, None)
+        if isinstance(value, Mapping):
+            return {self.scrub_any(k, _depth + 1): self.scrub_any(v, _depth + 1) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            items = [self.scrub_any(v, _depth + 1) for v in value]
+            return items if isinstance(value, list) else tuple(items)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            new = copy.copy(value)
+            for f in dataclasses.fields(value):
+                object.__setattr__(new, f.name, self.scrub_any(getattr(value, f.name), _depth + 1))
+            return new
+        fields_ = getattr(type(value), "model_fields", None)
+        if isinstance(fields_, dict) and hasattr(value, "model_copy"):
+            update = {name: self.scrub_any(getattr(value, name), _depth + 1) for name in fields_}
+            return value.model_copy(update=update)
+        return value
+
+    def _walk(self, value: Any, path: str | None) -> Any:
+        if path is not None and self._exempt and self._is_exempt(path):
             return _copy(value)
         if isinstance(value, str):
             return self.scrub_text(value)
         if isinstance(value, Mapping):
             out: dict[Any, Any] = {}
+            binary = _binary_data(value)
             for key, item in value.items():
-                child = f"{path}.{key}" if path else str(key)
-                new_key = self.scrub_text(key) if isinstance(key, str) else key
-                if isinstance(key, str) and _is_secret_key(key) and not self._is_exempt(child):
-                    out[new_key] = self._scrub_by_key(item, key, child)
+                child = None if path is None else (f"{path}.{key}" if path else str(key))
+                if not isinstance(key, str):
+                    out[key] = self._walk(item, child)
+                    continue
+                new_key = self.scrub_text(key)
+                kind = secret_class(key)
+                if key == "data" and binary is not None:
+                    out[new_key] = self._scrub_binary(item, binary)
+                elif kind is not None and not (child is not None and self._is_exempt(child)):
+                    out[new_key] = self._scrub_by_key(item, kind, child)
                 else:
-                    out[new_key] = self.scrub(item, child)
+                    out[new_key] = self._walk(item, child)
             return out
         if isinstance(value, (list, tuple)):
-            items = [self.scrub(item, f"{path}.{i}" if path else str(i)) for i, item in enumerate(value)]
+            if path is None:
+                items = [self._walk(item, None) for item in value]
+            else:
+                items = [self._walk(item, f"{path}.{i}" if path else str(i)) for i, item in enumerate(value)]
             return items if isinstance(value, list) else tuple(items)
         return value
 
-    def has_secrets(self, values: Any) -> bool:
-        """Whether scrubbing ``values`` could change anything, decided on their JSON text.
+    def _is_exempt(self, path: str) -> bool:
+        return any(fnmatchcase(path, p) for p in self._exempt)
 
-        Most cassettes hold no credential, and walking every node costs more than the
-        recording it protects. Every built-in shape starts with a fixed literal (``sk-``,
-        ``AIza``, ``-----BEGIN``, ``bearer ``…), so the screen looks for those (C-speed
-        substring scans), for environment secrets, and for secret-looking key names. It
-        may say yes needlessly (``task-`` holds ``sk-``), never no wrongly: a yes takes the
-        full per-string walk.
-        """
-        if self._user:
-            return True
-        try:
-            text = json.dumps(values, ensure_ascii=False, default=str)
-        except (TypeError, ValueError):
-            return True
-        if any(lit in text for lit in _SCREEN_LITERALS):
-            return True
-        low = text.lower()
-        if (("bearer" in low or "basic" in low) and _SCREEN_AUTH_RE.search(low)) or ("://" in text and "@" in text):
-            return True
-        if ("aws" in low or "secret_access_key" in low or "secretaccesskey" in low) and _AWS_SECRET_RE.search(text):
-            return True
-        for value in self._env_values:
-            if value in text or json.dumps(value, ensure_ascii=False)[1:-1] in text:
-                return True
-        # Every key is written as `"key": `; anything else caught this way only adds candidates.
-        keys = {piece[piece.rfind('"') + 1 :] for piece in text.split('": ')[:-1]}
-        return any(_is_secret_key(k) for k in keys)
-
-    def _scrub_fast(self, value: Any) -> Any:
-        """``scrub`` without exempt paths: no dotted path is built for every node."""
+    def _scrub_by_key(self, value: Any, kind: str, path: str | None) -> Any:
+        """Under ``Authorization`` or ``api_key`` every string is a secret, even 'hunter2'."""
         if isinstance(value, str):
-            return self.scrub_text(value)
-        if isinstance(value, dict):
-            out: dict[Any, Any] = {}
-            for key, item in value.items():
-                if isinstance(key, str):
-                    new_key = self.scrub_text(key)
-                    out[new_key] = self._scrub_by_key(item, key, "") if _is_secret_key(key) else self._scrub_fast(item)
-                else:
-                    out[key] = self._scrub_fast(item)
-            return out
-        if isinstance(value, list):
-            return [self._scrub_fast(item) for item in value]
-        if isinstance(value, (tuple, Mapping)):
-            return self.scrub(value, "") if isinstance(value, Mapping) else tuple(self._scrub_fast(v) for v in value)
-        return value
+            found = self.scrub_text(value)
+            if not value or found != value or PLACEHOLDER_RE.search(found):
+                return found
+            self._learn(value)
+            return self.placeholder(value, kind)
+        if isinstance(value, (list, tuple)):
+            items = [self._scrub_by_key(item, kind, None if path is None else f"{path}.{i}") for i, item in enumerate(value)]
+            return items if isinstance(value, list) else tuple(items)
+        return self._walk(value, path)
+
+    def _scrub_binary(self, data: str, media_type: str) -> str:
+        """A file sent to the model (``BinaryContent``) is base64: decode text-like data, scrub, re-encode."""
+        urlsafe = "-" in data or "_" in data or not ("+" in data or "/" in data)
+        try:
+            raw = (base64.urlsafe_b64decode if urlsafe else base64.b64decode)(data.encode("ascii"))
+        except (binascii.Error, ValueError, UnicodeEncodeError):
+            return self.scrub_text(data)
+        textlike = media_type.startswith(_TEXT_MEDIA) or media_type.endswith(_TEXT_MEDIA[-3:])
+        try:
+            text = raw.decode("utf-8")
+            encoding = "utf-8"
+        except UnicodeDecodeError:
+            if not textlike:
+                return data  # an image or a PDF: nothing readable to scrub
+            text, encoding = raw.decode("latin-1"), "latin-1"
+        new = self.scrub_text(text)
+        if new == text:
+            return data
+        encoded = new.encode(encoding, "replace")
+        return (base64.urlsafe_b64encode if urlsafe else base64.b64encode)(encoded).decode("ascii")
+
+    # ------------------------------------------------------------------ text
 
     def scrub_text(self, text: str) -> str:
         """Replace the credentials inside ``text``, keeping the words around them."""
@@ -250,124 +482,175 @@ class Scrubber:
         self._seen[original] = text
         return text
 
-    def _is_exempt(self, path: str) -> bool:
-        return any(fnmatchcase(path, p) for p in self._exempt)
-
-    def _scrub_by_key(self, value: Any, key: str, path: str) -> Any:
-        """Under ``Authorization`` or ``api_key`` every string is a secret, even 'hunter2'."""
-        if isinstance(value, str):
-            found = self.scrub_text(value)
-            if not value or found != value or _PLACEHOLDER_RE.search(found):
-                return found
-            return placeholder(value, self._kind(value, key))
-        if isinstance(value, (list, tuple)):
-            items = [self._scrub_by_key(item, key, f"{path}.{i}") for i, item in enumerate(value)]
-            return items if isinstance(value, list) else tuple(items)
-        return self.scrub(value, path)
-
     def _pass(self, text: str) -> str:
-        text = self._re.sub(self._replace, text)
-        if _AWS_CONTEXT_RE.search(text):
-            text = _AWS_SECRET_RE.sub(self._replace_aws, text)
+        active = tuple(sorted({i for gate, i in _GATES if gate in text}))
+        if active:
+            text = _shapes_re(active).sub(self._replace_shape, text)
+        low = text.lower()
+        if "bearer" in low or "basic" in low:
+            text = _AUTH_RE.sub(self._replace_group, text)
+        if "://" in text and "@" in text:
+            text = _URL_RE.sub(self._replace_group, text)
+        if any(g in low for g in _CONTEXT_GATES):
+            text = self._context(text)
+        if ("aws" in low or "access" in low or "AKIA" in text or "ASIA" in text) and _AWS_CONTEXT_RE.search(text):
+            text = _AWS_SECRET_RE.sub(self._replace_group, text)
+        text = self._literals(text)
         for pattern in self._user:
             text = self._sub_user(pattern, text)
         return text
 
-    def _replace(self, m: re.Match[str]) -> str:
+    def _replace_shape(self, m: re.Match[str]) -> str:
         group = m.lastgroup
-        if group == "ph":
+        if group == "ph" or group is None:
             return m.group()
-        kind = "env" if group == "env" else _GROUP_KIND[group or ""]
-        inner = _INNER.get(kind)
+        inner = _INNER_OF_GROUP.get(group)
         if inner is None:
-            return placeholder(m.group(), self._kind(m.group(), kind))
-        secret = m.group(inner)
+            return self.placeholder(m.group(), _KIND_OF_GROUP[group])
         start, end = m.span(inner)
-        prefix = m.string[m.start() : start]
-        if kind == "basic" and not _looks_like_basic(secret):
-            return prefix + self.scrub_text(secret) + m.string[end : m.end()]
-        if _PLACEHOLDER_RE.fullmatch(secret):
-            return m.group()
-        return prefix + placeholder(secret, self._kind(secret, kind)) + m.string[end : m.end()]
+        secret = m.group(inner)
+        self._learn(secret)
+        return m.string[m.start() : start] + self.placeholder(secret, _KIND_OF_GROUP[group]) + m.string[end : m.end()]
 
-    def _replace_aws(self, m: re.Match[str]) -> str:
-        return placeholder(m.group(), self._kind(m.group(), "aws-secret"))
+    def _replace_group(self, m: re.Match[str]) -> str:
+        """A context match (``Bearer x``, ``://u:p@``, an AWS secret): only the named group is replaced."""
+        kind = m.lastgroup
+        if kind == "ph" or kind is None:
+            return m.group()
+        secret = m.group(kind)
+        if kind == "basic" and not _looks_like_basic(secret):
+            return m.group()
+        if PLACEHOLDER_RE.fullmatch(secret):
+            return m.group()
+        start, end = m.span(kind)
+        self._learn(secret)
+        label = {"url_password": "url-password", "url_token": "url-token", "aws": "aws-secret"}.get(kind, kind)
+        return m.string[m.start() : start] + self.placeholder(secret, label) + m.string[end : m.end()]
+
+    def _context(self, text: str) -> str:
+        """``password=…``, ``"api_key": "…"``, ``?sig=…``, ``Password=…;`` and hex runs after an auth word."""
+        taken = [m.span() for m in PLACEHOLDER_RE.finditer(text)] if "<secret:" in text else []
+        spans: list[_Span] = []
+        last = 0
+        n = len(text)
+        for m in _CONTEXT_WORD_RE.finditer(text):
+            if m.start() < last or any(s <= m.start() < e for s, e in taken):
+                continue
+            s, e = m.start(), m.end()
+            while s > 0 and e - s < 80 and text[s - 1] in _NAME_CHARS:
+                s -= 1
+            while e < n and e - s < 80 and text[e] in _NAME_CHARS:
+                e += 1
+            name = text[s:e]
+            query = s > 0 and text[s - 1] in "?&"
+            kind = secret_class(name, query)
+            if kind is not None:
+                vm = _VALUE_RE.match(text, e)
+                if vm is not None:
+                    group = "qv" if vm.group("qv") is not None else "v"
+                    value = vm.group(group)
+                    if group == "v":  # "the secret: patience." ends a sentence, not a password
+                        value = value.rstrip(".,!?:")
+                    if _credible(value, kind):
+                        start = vm.start(group)
+                        spans.append(_Span(start, start + len(value), value, kind))
+                        last = start + len(value)
+                        continue
+            if m.group().lower() in _HEX_WORDS or m.group().lower() == "pass":
+                hm = _HEX_NEAR_RE.search(text, m.end(), min(n, m.end() + 60))
+                if hm is not None and not any(s2 <= hm.start() < e2 for s2, e2 in taken):
+                    spans.append(_Span(hm.start(), hm.end(), hm.group(), "hex-token"))
+                    last = hm.end()
+        if not spans:
+            return text
+        out, pos = [], 0
+        for sp in spans:
+            out += [text[pos : sp.start], self.placeholder(sp.secret, sp.kind)]
+            self._learn(sp.secret)
+            pos = sp.end
+        out.append(text[pos:])
+        return "".join(out)
+
+    def _literals(self, text: str) -> str:
+        """The learned values and (when enabled) the environment's: replaced wherever they appear."""
+        literals = self._learned | (self._env_values if self._use_env else frozenset())
+        if not literals:
+            return text
+        key = (len(self._learned), self._use_env)
+        if self._literal_re is None or self._literal_key != key:
+            ordered = sorted(literals, key=len, reverse=True)
+            self._literal_re = re.compile(f"(?P<ph>{_PLACEHOLDER})|(?P<lit>" + "|".join(map(re.escape, ordered)) + ")")
+            self._literal_key = key
+        if not any(lit in text for lit in literals):
+            return text
+
+        def replace(m: re.Match[str]) -> str:
+            if m.lastgroup == "ph":
+                return m.group()
+            return self.placeholder(m.group(), "env")
+
+        return self._literal_re.sub(replace, text)
 
     def _sub_user(self, pattern: re.Pattern[str], text: str) -> str:
         # A broad user pattern must not eat into placeholders already written.
-        taken = [p.span() for p in _PLACEHOLDER_RE.finditer(text)] if "<secret:" in text else []
+        taken = [p.span() for p in PLACEHOLDER_RE.finditer(text)] if "<secret:" in text else []
 
         def replace(m: re.Match[str]) -> str:
             s, e = m.span()
             if s == e or any(s < te and ts < e for ts, te in taken):
                 return m.group()
-            return placeholder(m.group(), self._kind(m.group(), "custom"))
+            return self.placeholder(m.group(), "custom")
 
         return pattern.sub(replace, text)
 
-    def _kind(self, secret: str, default: str) -> str:
-        """Label by what the secret is, not where it was seen, so one secret has one placeholder."""
-        m = _BUILTIN_RE.fullmatch(secret)
-        if m is not None and m.lastgroup is not None:
-            kind = _GROUP_KIND[m.lastgroup]
-            if kind not in _INNER:
-                return kind
-        if secret in self._env_values:
-            return "env"
-        return default
+    # ------------------------------------------------------------------ screening
+
+    def might_hold_secrets(self, values: Any) -> bool:
+        """Whether scrubbing ``values`` could change anything, decided on their JSON text.
+
+        Most cassettes hold no credential, and walking every node costs more than the
+        recording it protects. Every detector needs a fixed substring (a shape's prefix,
+        a context word, ``://``, a binary part), which JSON escaping leaves intact, so
+        C-speed substring scans decide: a yes may be needless, a no is never wrong.
+        """
+        if self._user:
+            return True
+        try:
+            text = json.dumps(values, ensure_ascii=False, default=str)
+        except (TypeError, ValueError, RecursionError):
+            return True
+        return self._text_might_hold(text) or self._env_in(text)
+
+    def _text_might_hold(self, text: str) -> bool:
+        if any(gate in text for gate, _ in _GATES) or ("://" in text and "@" in text) or '"kind": "binary"' in text:
+            return True
+        low = text.lower()
+        return "bearer" in low or "basic" in low or "aws" in low or any(g in low for g in _CONTEXT_GATES)
+
+    def _env_in(self, text: str) -> bool:
+        return any(v in text or json.dumps(v, ensure_ascii=False)[1:-1] in text for v in self._env_values)
 
 
-_M = TypeVar("_M")
+_T = TypeVar("_T")
 
 
-def scrub_cassette(cassette: _M, config: ScrubConfig | None = None) -> _M:
-    """A scrubbed copy of a cassette model, for the recorder's last step before writing.
+def _has_objects(value: Any, depth: int) -> bool:
+    """Whether plain data holds a dataclass or model somewhere (then :meth:`Scrubber.scrub_any` recurses itself)."""
+    if depth > 64:
+        return False
+    if isinstance(value, Mapping):
+        return any(_has_objects(v, depth + 1) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_has_objects(v, depth + 1) for v in value)
+    return not (value is None or isinstance(value, (str, int, float, bool, bytes)))
 
-    Exempt paths are dotted paths into the model's plain-data dump
-    (``messages.*.parts.*.content``); without any, the fields holding recorded data are
-    scrubbed directly, skipping a dump and re-validation of the whole cassette.
-    """
-    scrubber = Scrubber(config)
-    if scrubber._exempt:
-        data = cassette.model_dump(mode="python")  # type: ignore[attr-defined]
-        return type(cassette).model_validate(scrubber.scrub(data))  # type: ignore[attr-defined,no-any-return]
-    s = scrubber._scrub_fast
-    c: Any = cassette
-    recorded = [c.messages, c.blobs, c.expectations, c.outcome.output, c.outcome.error and c.outcome.error.message]
-    recorded += [(ex.events, ex.usage, ex.instructions, ex.error and ex.error.message) for ex in c.exchanges]
-    recorded += [(r.prompt, r.output, r.error and r.error.message) for r in c.runs]
-    recorded += [o.value for o in c.observations]
-    if not scrubber.has_secrets(recorded):
-        return cassette
 
-    def error(e: Any) -> Any:
-        return None if e is None else e.model_copy(update={"message": s(e.message)})
-
-    exchanges = [
-        ex.model_copy(
-            update={
-                "events": s(ex.events),
-                "usage": s(ex.usage),
-                "instructions": s(ex.instructions),
-                "error": error(ex.error),
-            }
-        )
-        for ex in c.exchanges
-    ]
-    runs = [
-        r.model_copy(update={"prompt": s(r.prompt), "output": s(r.output), "error": error(r.error)}) for r in c.runs
-    ]
-    return c.model_copy(  # type: ignore[no-any-return]
-        update={
-            "messages": [s(m) for m in c.messages],
-            "blobs": [s(b) for b in c.blobs],
-            "exchanges": exchanges,
-            "runs": runs,
-            "outcome": c.outcome.model_copy(update={"output": s(c.outcome.output), "error": error(c.outcome.error)}),
-            "observations": [o.model_copy(update={"value": s(o.value)}) for o in c.observations],
-            "expectations": s(c.expectations),
-        }
-    )
+def _binary_data(d: Mapping[Any, Any]) -> str | None:
+    """The media type of a dumped ``BinaryContent`` (``{"kind": "binary", "data": <base64>}``), else None."""
+    if isinstance(d.get("data"), str) and (d.get("kind") == "binary" or "media_type" in d):
+        media = d.get("media_type")
+        return media.lower() if isinstance(media, str) else ""
+    return None
 
 
 def _copy(value: Any) -> Any:
@@ -378,3 +661,118 @@ def _copy(value: Any) -> Any:
     if isinstance(value, tuple):
         return tuple(_copy(v) for v in value)
     return value
+
+
+# --------------------------------------------------------------------------- cassettes
+
+_M = TypeVar("_M")
+
+
+def scrub_cassette(cassette: _M, config: ScrubConfig | None = None) -> _M:
+    """A scrubbed copy of a cassette model, for the recorder's last step before writing.
+
+    Recorded data and the names around it (roles, models, observations) are scrubbed;
+    the header's ids and versions are not. The first walk finds secrets by shape and
+    context only; if it found values by context, or environment values occur, a second
+    walk replaces those wherever else they stand, with the placeholders the first walk
+    gave. So placeholders and ordinals never depend on the environment.
+    """
+    scrubber = Scrubber(config)
+    c: Any = cassette
+    names = [c.header.roles, [(ex.role, ex.model_name, ex.model_system) for ex in c.exchanges]]
+    names += [[r.role for r in c.runs], [o.name for o in c.observations]]
+    recorded = [c.messages, c.blobs, c.expectations, c.outcome.output, c.outcome.error and c.outcome.error.message]
+    recorded += [(ex.events, ex.usage, ex.instructions, ex.error and ex.error.message) for ex in c.exchanges]
+    recorded += [(r.prompt, r.output, r.error and r.error.message) for r in c.runs]
+    recorded += [o.value for o in c.observations]
+    if not scrubber.might_hold_secrets([recorded, names]):
+        return cassette
+    scrubber._use_env = False
+    out = _scrub_fields(c, scrubber)
+    env_present = bool(scrubber._env_values) and scrubber._env_in(json.dumps([recorded, names], ensure_ascii=False, default=str))
+    if scrubber._learned or env_present:
+        scrubber._use_env = True
+        scrubber._seen.clear()
+        out = _scrub_fields(c, scrubber)
+    return out  # type: ignore[no-any-return]
+
+
+def _scrub_fields(c: Any, scrubber: Scrubber) -> Any:
+    exempt = bool(scrubber._exempt)
+
+    def s(value: Any, path: str) -> Any:
+        return scrubber.scrub(value, path) if exempt else scrubber._walk(value, None)
+
+    def text(value: str | None) -> str | None:
+        return None if value is None else scrubber.scrub_text(value)
+
+    def error(e: Any, path: str) -> Any:
+        return None if e is None else e.model_copy(update={"message": s(e.message, f"{path}.message")})
+
+    messages = [s(m, f"messages.{i}") for i, m in enumerate(c.messages)]
+    blobs = [s(b, f"blobs.{i}") for i, b in enumerate(c.blobs)]
+    exchanges = [
+        ex.model_copy(
+            update={
+                "role": text(ex.role),
+                "model_name": text(ex.model_name),
+                "model_system": text(ex.model_system),
+                "events": s(ex.events, f"exchanges.{i}.events"),
+                "usage": s(ex.usage, f"exchanges.{i}.usage"),
+                "instructions": s(ex.instructions, f"exchanges.{i}.instructions"),
+                "error": error(ex.error, f"exchanges.{i}.error"),
+            }
+        )
+        for i, ex in enumerate(c.exchanges)
+    ]
+    runs = [
+        r.model_copy(
+            update={
+                "role": text(r.role),
+                "prompt": s(r.prompt, f"runs.{i}.prompt"),
+                "output": s(r.output, f"runs.{i}.output"),
+                "error": error(r.error, f"runs.{i}.error"),
+            }
+        )
+        for i, r in enumerate(c.runs)
+    ]
+    roles = {text(k): text(v) for k, v in c.header.roles.items()}
+    return c.model_copy(
+        update={
+            "header": c.header.model_copy(update={"roles": roles}),
+            "messages": messages,
+            "blobs": blobs,
+            "exchanges": exchanges,
+            "runs": runs,
+            "outcome": c.outcome.model_copy(
+                update={"output": s(c.outcome.output, "outcome.output"), "error": error(c.outcome.error, "outcome.error")}
+            ),
+            "observations": [
+                o.model_copy(update={"name": text(o.name), "value": s(o.value, f"observations.{i}.value")})
+                for i, o in enumerate(c.observations)
+            ],
+            "expectations": s(c.expectations, "expectations"),
+        }
+    )
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+def output_config() -> ScrubConfig:
+    """The project's scrub settings, for outputs: the same patterns the cassettes were scrubbed with."""
+    from .config import load_config
+
+    config = load_config()
+    return ScrubConfig(patterns=list(config.scrub_patterns), source=str(config.source or "pyproject.toml"))
+
+
+def redact(value: _T, config: ScrubConfig | None = None) -> _T:
+    """Scrub anything about to be printed or written (reports, matrix results, HTML input).
+
+    The one funnel for outputs: replay text/json/markdown/junit, the step summary, the
+    HTML report and merged matrix results all pass their data here before rendering, so
+    each renderer escapes placeholders for its medium like any other text.
+    """
+    scrubber = Scrubber(config if config is not None else output_config())
+    return scrubber.scrub_any(value)  # type: ignore[no-any-return]

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from secret_shapes import leaks
 
-from replay.scrub import Scrubber, ScrubConfig, placeholder
+from replay.scrub import Scrubber, ScrubConfig
 
 _rng = random.Random(20240611)
 ALNUM = string.ascii_letters + string.digits
@@ -172,9 +172,7 @@ def test_surrounding_text_is_kept(case: tuple[str, str, Callable[[str], str]]) -
 
 def test_scheme_user_and_host_stay_readable() -> None:
     s = scrubber()
-    assert s.scrub_text("Authorization: Bearer abc123def456ghi") == "Authorization: Bearer " + placeholder(
-        "abc123def456ghi", "bearer"
-    )
+    assert s.scrub_text("Authorization: Bearer abc123def456ghi") == "Authorization: Bearer <secret:bearer:1>"
     url = s.scrub_text("postgres://app:hunter2hunter2@db.internal:5432/app")
     assert url.startswith("postgres://app:<secret:url-password:")
     assert url.endswith(">@db.internal:5432/app")
@@ -202,16 +200,28 @@ def test_input_is_not_mutated() -> None:
     assert payload == before
 
 
-def test_placeholders_are_stable() -> None:
-    secret = CASES[0][1]
-    a = scrubber().scrub({"p": f"key {secret} here", "h": {"Authorization": f"Bearer {secret}"}})
-    b = Scrubber(ScrubConfig(env=ENV)).scrub({"p": f"again {secret}"})
-    ph = placeholder(secret, "openai")
-    assert a["p"] == f"key {ph} here"
-    assert a["h"]["Authorization"] == f"Bearer {ph}"
-    assert b["p"] == f"again {ph}"
-    other = scrubber().scrub_text(CASES[1][1])
-    assert other != ph and other.startswith("<secret:openai:")
+def test_placeholders_are_shape_and_ordinal() -> None:
+    """Same secret, same placeholder; the ordinal counts per kind; nothing of the secret is kept."""
+    secret, other = CASES[0][1], CASES[1][1]
+    s = scrubber()
+    a = s.scrub({"p": f"key {secret} here", "h": {"Authorization": f"Bearer {secret}"}, "q": f"and {other}"})
+    assert a["p"] == "key <secret:openai:1> here"
+    assert a["h"]["Authorization"] == "Bearer <secret:openai:1>"
+    assert a["q"] == "and <secret:openai:2>"
+    # A fresh scrubber (another cassette) numbers from 1 again, whatever the secret.
+    assert Scrubber(ScrubConfig(env={})).scrub_text(f"again {other}") == "again <secret:openai:1>"
+
+
+def test_placeholders_do_not_depend_on_the_environment() -> None:
+    """The issue's flip: with the value in an env var it was <secret:env:…>, without it <secret:bearer:…> or raw."""
+    value = rand(30)
+    texts = [f"Authorization: Bearer {value}", f"password={value}", f"also {value} alone"]
+    with_env = Scrubber(ScrubConfig(env={"MY_TOKEN": value}))
+    without = Scrubber(ScrubConfig(env={}))
+    assert [with_env.scrub_text(t) for t in texts[:2]] == [without.scrub_text(t) for t in texts[:2]]
+    assert with_env.scrub_text(texts[0]) == "Authorization: Bearer <secret:bearer:1>"
+    # The value learned from its context is scrubbed wherever else it appears, env or not.
+    assert with_env.scrub_text(texts[2]) == without.scrub_text(texts[2]) == "also <secret:bearer:1> alone"
 
 
 def test_values_under_secret_keys_are_scrubbed_whatever_their_shape() -> None:
@@ -243,7 +253,7 @@ def test_values_under_secret_keys_are_scrubbed_whatever_their_shape() -> None:
 
 def test_user_pattern() -> None:
     s = scrubber(patterns=[r"ACME-[0-9]{6}"])
-    assert s.scrub_text("ticket ACME-123456 is open") == f"ticket {placeholder('ACME-123456', 'custom')} is open"
+    assert s.scrub_text("ticket ACME-123456 is open") == "ticket <secret:custom:1> is open"
     assert scrubber().scrub_text("ticket ACME-123456 is open") == "ticket ACME-123456 is open"
 
 
@@ -266,13 +276,13 @@ def test_exempt_path() -> None:
     assert out["requests"][0]["settings"]["note"] == f"keep {secret}"
     assert out["requests"][1]["settings"]["note"] == f"keep {secret}"
     assert out["requests"][0]["settings"]["api_key"] == "hunter2"
-    assert out["requests"][0]["settings"]["other"] == placeholder(secret, "openai")
+    assert out["requests"][0]["settings"]["other"] == "<secret:openai:1>"
 
 
 def test_env_values_are_scrubbed_but_not_trivial_ones() -> None:
     s = scrubber()
     text = f"debug=1 abc home=/home/someone/projects value={ENV_SECRET}!"
-    assert s.scrub_text(text) == f"debug=1 abc home=/home/someone/projects value={placeholder(ENV_SECRET, 'env')}!"
+    assert s.scrub_text(text) == "debug=1 abc home=/home/someone/projects value=<secret:env:1>!"
 
 
 def test_env_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -342,4 +352,41 @@ def test_scrub_cassette_round_trips_the_model() -> None:
     assert secret not in cassette_mod.dumps(out).decode("latin-1")
     assert secret in c.messages[0]["parts"][0]["content"]  # the original is untouched
     assert out.blobs[0]["temperature"] == 0.5
-    assert out.messages[0]["parts"][0]["content"] == f"key {placeholder(secret, 'anthropic')}"
+    assert out.messages[0]["parts"][0]["content"] == "key <secret:anthropic:1>"
+
+
+def test_bad_user_pattern_is_one_line_naming_the_file() -> None:
+    from replay.errors import ReplayUsageError
+
+    with pytest.raises(ReplayUsageError, match=r"^pyproject.toml: \[tool.replay\] scrub-patterns: '\(unclosed' is not a valid"):
+        Scrubber(ScrubConfig(patterns=["(unclosed"]))
+
+
+def test_bad_user_pattern_in_pyproject_exits_2(project: Any, cli: Any) -> None:
+    (project / "pyproject.toml").write_text('[tool.replay]\nscrub-patterns = ["ok_[0-9]+", "([a-z"]\n')
+    for args in (("ls",), ("run",), ("record",)):
+        result = cli(*args)
+        assert result.code == 2, (args, result)
+        lines = result.err.strip().splitlines()
+        assert len(lines) == 1 and "pyproject.toml" in lines[0] and "scrub-patterns" in lines[0], result.err
+        assert "Traceback" not in result.err
+
+
+def test_outputs_are_scrubbed_whatever_the_report_holds() -> None:
+    """A report built from an unscrubbed (old or hostile) cassette: no renderer prints the secret."""
+    from replay.differ import Change, Diff, RequestDiff, RoleCount
+    from replay.reporter import ScenarioReport, junit, markdown, reports_json
+    from replay.scrub import redact
+
+    secret = CASES[0][1]
+    keyed = rand(24)
+    change = Change("main[0].messages[0].content", "changed", f"use {secret}", f"password={keyed}")
+    d = Diff("s", "recorded", "replay", [RoleCount("main", 1, 1)], [RequestDiff("main", 0, "changed", [change])], [], None, [])
+    d.notes = [f"blocked connection to https://u:{keyed}@example.com"]
+    report = ScenarioReport("s", "changed", diff=d, error=None)
+    clean = redact([report], ScrubConfig(env={}))
+    outputs = [json.dumps(reports_json(clean), default=str), markdown(clean), junit(clean)]
+    for text in outputs:
+        assert leaks(text.encode(), [secret, keyed]) == [], text
+        assert "secret:" in text
+    assert report.diff is d and secret in str(d.requests[0].changes[0].old)  # the input is untouched
