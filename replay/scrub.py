@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any, NamedTuple, TypeVar
 
+from pydantic import BaseModel
+
 from .errors import ReplayUsageError
 
 __all__ = ["PLACEHOLDER_RE", "ScrubConfig", "Scrubber", "compile_patterns", "redact", "scrub_cassette"]
@@ -603,6 +605,25 @@ class Scrubber:
 
         return pattern.sub(replace, text)
 
+    def _scrub_model(self, obj: Any, path: str) -> Any:
+        """A pydantic record, field by field; of the header only the role names (ids and versions stay)."""
+        update: dict[str, Any] = {}
+        header = type(obj).__name__ == "Header"
+        for name in type(obj).model_fields:
+            if header and name != "roles":
+                continue
+            value = getattr(obj, name)
+            child = f"{path}.{name}" if path else name
+            if header:
+                update[name] = {self.scrub_text(k): self.scrub_text(v) for k, v in value.items()}
+            elif isinstance(value, BaseModel):
+                update[name] = self._scrub_model(value, child)
+            elif isinstance(value, list) and value and isinstance(value[0], BaseModel):
+                update[name] = [self._scrub_model(v, f"{child}.{i}") for i, v in enumerate(value)]
+            elif isinstance(value, (str, list, dict, tuple)):
+                update[name] = self._walk(value, child if self._exempt else None)
+        return obj.model_copy(update=update)
+
     # ------------------------------------------------------------------ screening
 
     def might_hold_secrets(self, values: Any) -> bool:
@@ -622,7 +643,8 @@ class Scrubber:
         return self._text_might_hold(text) or self._env_in(text)
 
     def _text_might_hold(self, text: str) -> bool:
-        if any(gate in text for gate, _ in _GATES) or ("://" in text and "@" in text) or '"kind": "binary"' in text:
+        binary = '"kind": "binary"' in text or '"kind":"binary"' in text
+        if binary or any(gate in text for gate, _ in _GATES) or ("://" in text and "@" in text):
             return True
         low = text.lower()
         return "bearer" in low or "basic" in low or "aws" in low or any(g in low for g in _CONTEXT_GATES)
@@ -671,89 +693,28 @@ _M = TypeVar("_M")
 def scrub_cassette(cassette: _M, config: ScrubConfig | None = None) -> _M:
     """A scrubbed copy of a cassette model, for the recorder's last step before writing.
 
-    Recorded data and the names around it (roles, models, observations) are scrubbed;
-    the header's ids and versions are not. The first walk finds secrets by shape and
-    context only; if it found values by context, or environment values occur, a second
-    walk replaces those wherever else they stand, with the placeholders the first walk
-    gave. So placeholders and ordinals never depend on the environment.
+    Every field is scrubbed (fields added later, such as wire records, included) except
+    the header's ids and versions; exempt paths are dotted paths into the model's dump
+    (``messages.*.parts.*.content``). The first walk finds secrets by shape and context
+    only; if it found values by context, or environment values occur, a second walk
+    replaces those wherever else they stand, with the placeholders the first walk gave.
+    So placeholders and ordinals never depend on the environment.
     """
     scrubber = Scrubber(config)
     c: Any = cassette
-    names = [c.header.roles, [(ex.role, ex.model_name, ex.model_system) for ex in c.exchanges]]
-    names += [[r.role for r in c.runs], [o.name for o in c.observations]]
-    recorded = [c.messages, c.blobs, c.expectations, c.outcome.output, c.outcome.error and c.outcome.error.message]
-    recorded += [(ex.events, ex.usage, ex.instructions, ex.error and ex.error.message) for ex in c.exchanges]
-    recorded += [(r.prompt, r.output, r.error and r.error.message) for r in c.runs]
-    recorded += [o.value for o in c.observations]
-    if not scrubber.might_hold_secrets([recorded, names]):
+    try:
+        text = c.model_dump_json(exclude={"header"}) + json.dumps(c.header.roles, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = None
+    if text is not None and not scrubber._user and not scrubber._text_might_hold(text) and not scrubber._env_in(text):
         return cassette
     scrubber._use_env = False
-    out = _scrub_fields(c, scrubber)
-    env_present = bool(scrubber._env_values) and scrubber._env_in(json.dumps([recorded, names], ensure_ascii=False, default=str))
-    if scrubber._learned or env_present:
+    out = scrubber._scrub_model(c, "")
+    if scrubber._learned or (scrubber._env_values and (text is None or scrubber._env_in(text))):
         scrubber._use_env = True
         scrubber._seen.clear()
-        out = _scrub_fields(c, scrubber)
+        out = scrubber._scrub_model(c, "")
     return out  # type: ignore[no-any-return]
-
-
-def _scrub_fields(c: Any, scrubber: Scrubber) -> Any:
-    exempt = bool(scrubber._exempt)
-
-    def s(value: Any, path: str) -> Any:
-        return scrubber.scrub(value, path) if exempt else scrubber._walk(value, None)
-
-    def text(value: str | None) -> str | None:
-        return None if value is None else scrubber.scrub_text(value)
-
-    def error(e: Any, path: str) -> Any:
-        return None if e is None else e.model_copy(update={"message": s(e.message, f"{path}.message")})
-
-    messages = [s(m, f"messages.{i}") for i, m in enumerate(c.messages)]
-    blobs = [s(b, f"blobs.{i}") for i, b in enumerate(c.blobs)]
-    exchanges = [
-        ex.model_copy(
-            update={
-                "role": text(ex.role),
-                "model_name": text(ex.model_name),
-                "model_system": text(ex.model_system),
-                "events": s(ex.events, f"exchanges.{i}.events"),
-                "usage": s(ex.usage, f"exchanges.{i}.usage"),
-                "instructions": s(ex.instructions, f"exchanges.{i}.instructions"),
-                "error": error(ex.error, f"exchanges.{i}.error"),
-            }
-        )
-        for i, ex in enumerate(c.exchanges)
-    ]
-    runs = [
-        r.model_copy(
-            update={
-                "role": text(r.role),
-                "prompt": s(r.prompt, f"runs.{i}.prompt"),
-                "output": s(r.output, f"runs.{i}.output"),
-                "error": error(r.error, f"runs.{i}.error"),
-            }
-        )
-        for i, r in enumerate(c.runs)
-    ]
-    roles = {text(k): text(v) for k, v in c.header.roles.items()}
-    return c.model_copy(
-        update={
-            "header": c.header.model_copy(update={"roles": roles}),
-            "messages": messages,
-            "blobs": blobs,
-            "exchanges": exchanges,
-            "runs": runs,
-            "outcome": c.outcome.model_copy(
-                update={"output": s(c.outcome.output, "outcome.output"), "error": error(c.outcome.error, "outcome.error")}
-            ),
-            "observations": [
-                o.model_copy(update={"name": text(o.name), "value": s(o.value, f"observations.{i}.value")})
-                for i, o in enumerate(c.observations)
-            ],
-            "expectations": s(c.expectations, "expectations"),
-        }
-    )
 
 
 # --------------------------------------------------------------------------- outputs

@@ -390,3 +390,33 @@ def test_outputs_are_scrubbed_whatever_the_report_holds() -> None:
         assert leaks(text.encode(), [secret, keyed]) == [], text
         assert "secret:" in text
     assert report.diff is d and secret in str(d.requests[0].changes[0].old)  # the input is untouched
+
+
+def test_every_cassette_field_is_scrubbed_but_header_ids() -> None:
+    """Wire records, names, errors: a field added to the model is covered without listing it."""
+    from replay.cassette import Cassette, ErrorInfo, Exchange, Header, ObservationRecord, Outcome, WireRecord, dumps
+    from replay.scrub import scrub_cassette
+
+    secret, keyed = CASES[3][1], rand(26)
+    wire = WireRecord(
+        method="POST",
+        url=f"https://example.openai.azure.com/v1/chat?api-key={keyed}",
+        request_headers={"api-key": keyed, "content-type": "application/json"},
+        body_text=f"raw {secret}",
+        response_headers={"x-request-id": "abc"},
+        response=f'{{"choices": [{{"message": {{"content": "your key is {secret}"}}}}]}}',
+    )
+    c = Cassette(
+        header=Header(scenario_id="s/1", roles={f"agent-{secret}": "mod"}),
+        exchanges=[
+            Exchange(seq=0, role=f"agent-{secret}", index=0, kind="request", model_name=f"m {secret}", wire=[wire],
+                     error=ErrorInfo(type="ValueError", message=f"password={keyed}"))
+        ],
+        observations=[ObservationRecord(name=f"obs {secret}", value=1)],
+        outcome=Outcome(output="ok"),
+    )
+    out = scrub_cassette(c, ScrubConfig(env={}))
+    assert leaks(dumps(out), [secret, keyed]) == []
+    assert out.header.scenario_id == "s/1"
+    assert out.exchanges[0].wire is not None and out.exchanges[0].wire[0].request_headers["content-type"] == "application/json"
+    assert out.exchanges[0].role == out.exchanges[0].role and out.exchanges[0].role in out.header.roles
