@@ -144,6 +144,27 @@ class ObservationRecord(_Model):
     value: Any = None
 
 
+class HistoryRecord(_Model):
+    """A message history the scenario handed to the checks without sending it to a model.
+
+    ``run.observe_messages`` stores one so every invariant runs on it as on a sent request;
+    ``run.judge`` stores one with a library predicate's verdict about it, which ``replay
+    check`` compares with the tool's own rules. Messages live in the cassette's message
+    table like a request's (``[start, count]`` runs on disk), so a history costs a few
+    integers on top of messages the cassette usually holds already.
+    """
+
+    name: str
+    messages: list[int] = Field(default_factory=list)
+    source: list[int] = Field(default_factory=list)
+    """The history it was derived from (e.g. what a direct ``compact()`` call got), if given."""
+    after: int = 0
+    """How many model calls had been made when it was observed: where it sits among the exchanges."""
+    predicate: str | None = None
+    """The predicate that judged it (``run.judge``); None for a plain observed history."""
+    verdict: Any = None
+
+
 class Cassette(_Model):
     header: Header = Field(default_factory=Header)
     messages: list[dict[str, Any]] = Field(default_factory=list)
@@ -153,6 +174,7 @@ class Cassette(_Model):
     outcome: Outcome = Field(default_factory=Outcome)
     observations: list[ObservationRecord] = Field(default_factory=list)
     expectations: dict[str, Any] = Field(default_factory=dict)
+    histories: list[HistoryRecord] = Field(default_factory=list)
 
     def blob(self, index: int | None) -> Any:
         return None if index is None else self.blobs[index]
@@ -281,6 +303,12 @@ def to_wire(cassette: Cassette) -> dict[str, Any]:
     for run in data["runs"]:
         run["history"] = _runs(run["history"])
         run["result"] = _runs(run["result"])
+    if data["histories"]:
+        for history in data["histories"]:
+            history["messages"] = _runs(history["messages"])
+            history["source"] = _runs(history["source"])
+    else:  # a cassette without histories is written exactly as before they existed
+        del data["histories"]
     return {"format": "harness-replay", "version": FORMAT_VERSION, **data}
 
 
@@ -393,6 +421,11 @@ def loads(data: bytes, source: object = "<bytes>", limits: Limits = DEFAULT_LIMI
                 for key in ("history", "result"):
                     run[key] = _unruns(run.get(key, []), table, budget)
                     budget -= len(run[key])
+        for history in raw.get("histories") or ():
+            if isinstance(history, dict):
+                for key in ("messages", "source"):
+                    history[key] = _unruns(history.get(key, []), table, budget)
+                    budget -= len(history[key])
         return Cassette.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]

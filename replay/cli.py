@@ -187,7 +187,7 @@ def run(
     with offline():  # a module-level provider model must import without its key
         scenarios = _discover(targets, config, failures)
     rules = _pipeline.rules_from(config, ignore or ())
-    policy = (on_exhausted.value if on_exhausted else config.on_exhausted)
+    flag = on_exhausted.value if on_exhausted else None  # the flag, else the scenario's own, else [tool.replay]
     _pipeline.clean_results(out or config.results)
     reports = [
         _pipeline.replay_scenario(
@@ -195,7 +195,7 @@ def run(
             cassettes or config.cassettes,
             out or config.results,
             rules=rules,
-            on_exhausted=policy,  # type: ignore[arg-type]
+            on_exhausted=flag or sc.on_exhausted or config.on_exhausted,  # type: ignore[arg-type]
             allow_hosts=[*config.allow_hosts, *(allow_host or [])],
             limits=limits(config),
             level=level.value,

@@ -23,6 +23,7 @@ from typing import Any
 from .cassette import AgentRunRecord, Cassette, Exchange, is_harness_module
 from .differ import message_label
 from .errors import ReplayUsageError
+from .histories import as_requests
 from .normaliser import Normaliser, digest
 from .recorder import estimate, load_messages
 
@@ -84,6 +85,7 @@ def run_checks(cassette: Cassette, only: Iterable[str] | None = None) -> list[Vi
     unknown = [n for n in names if n not in _REGISTRY]
     if unknown:
         raise ReplayUsageError(f"unknown invariant {', '.join(unknown)} (known: {', '.join(sorted(_REGISTRY))})")
+    cassette = as_requests(cassette)  # histories that never reached a model are checked as if sent
     out: list[Violation] = []
     for name in names:
         try:
@@ -504,6 +506,10 @@ def _dangling(messages: list[Message]) -> list[tuple[int, dict[str, Any]]]:
     return sorted(dangling, key=lambda d: d[0])
 
 
+dangling_calls = _dangling
+"""Public name of the pairing rule, for other rules built on it (``replay.verdicts``)."""
+
+
 @register("dangling_tool_call")
 def dangling_tool_call(c: Cassette) -> Iterator[Violation]:
     """A request sent with a tool call that has no result: providers reject such histories.
@@ -550,3 +556,7 @@ def expectation(c: Cassette) -> Iterator[Violation]:
             {"name": name, "expected": expected, "observed": seen},
             identity=("name",),
         )
+
+
+# Built-in checks that live in their own modules register themselves on import.
+from . import verdicts  # noqa: E402,F401  (imports Violation/register from here: keep last)

@@ -35,6 +35,7 @@ from .cassette import (
     ErrorInfo,
     Exchange,
     Header,
+    HistoryRecord,
     ObservationRecord,
     Outcome,
 )
@@ -383,8 +384,8 @@ def finalize(cassette: Cassette) -> Cassette:
 
 async def execute_async(scenario: Scenario, session: Session, mode: Mode = "record") -> Cassette:
     """Run one scenario with ``session`` capturing its model calls; returns the finished cassette."""
-    run = Run(scenario.id, mode)
     cassette = session.cassette
+    run = Run(scenario.id, mode, calls=lambda: len(cassette.exchanges))
     cassette.header.scenario_id = scenario.id
     cassette.header.source_hash = scenario.source_hash
     cassette.header.mode = mode
@@ -399,6 +400,17 @@ async def execute_async(scenario: Scenario, session: Session, mode: Mode = "reco
             cassette.outcome = Outcome(status="error", error=error_info(exc))
     cassette.observations = [ObservationRecord(name=o.name, value=o.value) for o in run.observations]
     cassette.expectations = dict(run.expectations)
+    cassette.histories = [
+        HistoryRecord(
+            name=h.name,
+            messages=session.builder.messages(h.messages),
+            source=session.builder.messages(h.source),
+            after=h.after,
+            predicate=h.predicate,
+            verdict=h.verdict,
+        )
+        for h in run.histories
+    ]
     return cassette
 
 

@@ -35,12 +35,43 @@ class Scenario:
     path: Path | None
     doc: str
     source_hash: str
+    on_exhausted: str | None = None
+    """The scenario's own ``--on-exhausted`` policy (a command-line flag still wins over it)."""
 
 
 @dataclass
 class Observation:
     name: str
     value: Any
+
+
+@dataclass
+class ObservedHistory:
+    """A message history handed to the checks (``run.observe_messages`` / ``run.judge``), dumped to JSON."""
+
+    name: str
+    messages: list[dict[str, Any]]
+    source: list[dict[str, Any]]
+    after: int
+    predicate: str | None = None
+    verdict: Any = None
+
+
+def _dump(call: str, messages: Any) -> list[dict[str, Any]]:
+    from pydantic_ai.messages import ModelRequest, ModelResponse
+
+    from .recorder import dump_messages
+
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Iterable):
+        raise ReplayUsageError(f"{call}: messages must be a list of pydantic-ai messages, got {type(messages).__name__}")
+    messages = list(messages)
+    odd = next((m for m in messages if not isinstance(m, (ModelRequest, ModelResponse))), None)
+    if odd is not None:
+        raise ReplayUsageError(f"{call}: not a list of pydantic-ai messages (found a {type(odd).__name__})")
+    try:
+        return dump_messages(messages)
+    except Exception as exc:  # pydantic_core raises PydanticSerializationError
+        raise ReplayUsageError(f"{call}: not a list of pydantic-ai messages: {exc}") from None
 
 
 @dataclass
@@ -55,6 +86,9 @@ class Run:
     mode: Mode = "record"
     observations: list[Observation] = field(default_factory=list)
     expectations: dict[str, Any] = field(default_factory=dict)
+    histories: list[ObservedHistory] = field(default_factory=list)
+    calls: Callable[[], int] = field(default=lambda: 0, repr=False)
+    """How many model calls the run has made so far (the session's count), to place histories among them."""
 
     def observe(self, name: str, value: Any) -> None:
         """Record a JSON-able value under ``name``; repeated names are kept in order."""
@@ -67,6 +101,39 @@ class Run:
     def expect(self, name: str, value: Any) -> None:
         """Declare the value the observation ``name`` must have; ``replay check`` enforces it."""
         self.expectations[name] = to_jsonable_python(value)
+
+    def observe_messages(self, name: str, messages: Any, *, source: Any = None) -> None:
+        """Hand a message history that never reaches a model to the checks.
+
+        Every invariant runs on it as on a request sent at this point of the run: a probe
+        that calls a capability directly (``compact()``) gets ``content_lost`` and
+        ``compaction_grew_request`` without writing the expected answer. ``source`` is the
+        history it was made from, when there is one (the input of that ``compact()``).
+        """
+        call = f"run.observe_messages({name!r}, ...)"
+        self.histories.append(
+            ObservedHistory(
+                name,
+                _dump(call, messages),
+                _dump(call, source) if source is not None else [],
+                self.calls(),
+            )
+        )
+
+    def judge(self, predicate: str, verdict: Any, messages: Any) -> None:
+        """Record a library predicate's ``verdict`` about ``messages``, e.g. ``is_provider_valid``.
+
+        ``replay check`` judges the same history by the tool's own rules and reports a
+        disagreement, naming both verdicts and the evidence. The verdict is also observed
+        under the predicate's name, so a release that changes it shows in ``replay run``.
+        """
+        if not isinstance(predicate, str) or not predicate:
+            raise ReplayUsageError(f"run.judge: the predicate is named by a non-empty string, got {predicate!r}")
+        self.observe(predicate, verdict)
+        history = _dump(f"run.judge({predicate!r}, ...)", messages)
+        self.histories.append(
+            ObservedHistory(predicate, history, [], self.calls(), predicate=predicate, verdict=self.observations[-1].value)
+        )
 
     @property
     def recording(self) -> bool:
@@ -99,19 +166,28 @@ def _module_stem(func: Callable[..., Any]) -> str:
     return func.__module__.rsplit(".", 1)[-1]
 
 
+ON_EXHAUSTED = ("fail", "repeat", "fake")
+
+
 @overload
 def scenario(func: ScenarioFunc, /) -> ScenarioFunc: ...
 @overload
-def scenario(id: str | None = None, /) -> Callable[[ScenarioFunc], ScenarioFunc]: ...
+def scenario(
+    id: str | None = None, /, *, on_exhausted: Literal["fail", "repeat", "fake"] | None = None
+) -> Callable[[ScenarioFunc], ScenarioFunc]: ...
 
 
-def scenario(arg: ScenarioFunc | str | None = None, /) -> Any:
+def scenario(arg: ScenarioFunc | str | None = None, /, *, on_exhausted: str | None = None) -> Any:
     """Register an ``async def f(run)`` as a scenario.
 
     Use bare (``@scenario``: id ``<module>/<function>``) or with an id
     (``@scenario("seed000/long")``): an explicit id keeps cassettes attached when a
-    file is renamed.
+    file is renamed. ``on_exhausted`` is the scenario's own answer to a version that makes
+    more calls than were recorded: ``"fake"`` suits a scenario whose models are all code
+    (``FunctionModel``), so another version's extra calls get the answers they would get live.
     """
+    if on_exhausted is not None and on_exhausted not in ON_EXHAUSTED:
+        raise ReplayUsageError(f"@scenario(on_exhausted={on_exhausted!r}): expected one of {', '.join(ON_EXHAUSTED)}")
 
     def register(func: ScenarioFunc, scenario_id: str | None) -> ScenarioFunc:
         if not inspect.iscoroutinefunction(func):
@@ -124,6 +200,7 @@ def scenario(arg: ScenarioFunc | str | None = None, /) -> Any:
             path=Path(file).resolve() if file else None,
             doc=inspect.getdoc(func) or inspect.getdoc(sys.modules.get(func.__module__)) or "",
             source_hash=_source_hash(func, sid),
+            on_exhausted=on_exhausted,
         )
         func.__replay_scenario_id__ = sid  # type: ignore[attr-defined]
         return func

@@ -55,6 +55,17 @@ def render_json(cassette: Cassette, *, normalized: bool = False, rules: Rules = 
         "outcome": c.outcome.model_dump(),
         "observations": [o.model_dump() for o in c.observations],
         "expectations": c.expectations,
+        "histories": [
+            {
+                "name": h.name,
+                "after": h.after,
+                "predicate": h.predicate,
+                "verdict": h.verdict,
+                "messages": c.expand(h.messages),
+                "source": c.expand(h.source),
+            }
+            for h in c.histories
+        ],
     }
 
 
@@ -124,4 +135,10 @@ def render_text(cassette: Cassette, *, normalized: bool = False) -> str:
     out.append(f"== outcome {_line(cassette.outcome.model_dump(exclude_none=True))}")
     for obs in cassette.observations:
         out.append(f"== observation {obs.name} {_line(obs.value)}")
+    for hist in cassette.histories:
+        what = f"judged {hist.predicate} -> {_line(hist.verdict)}" if hist.predicate else f"observed history {hist.name}"
+        out.append(f"== {what} (after {hist.after} model calls)")
+        if hist.source:
+            out += [f"  source[{j}] {_message(m)}" for j, m in enumerate(cassette.expand(hist.source))]
+        out += [f"  [{j}] {_message(m)}" for j, m in enumerate(cassette.expand(hist.messages))]
     return "\n".join(out) + "\n"
