@@ -26,6 +26,7 @@ from .recorder import record
 from .replayer import Level, OnExhausted, replay
 from .reporter import ScenarioReport
 from .scenario import Scenario
+from .wire.cache import Price, prices_from
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,7 @@ def replay_scenario(
     d.warnings += [div.describe() for div in result.divergences if div.kind == "order"]
     d.warnings += python_warning(recorded, result.result)
     d.new_violations = invariants.new_violations(recorded, result.result)
+    d.price(prices())
     return ScenarioReport(
         sc.id,
         "changed" if d.changed else "same",
@@ -142,6 +144,7 @@ def compare_files(a: Path, b: Path, rules: Rules = Rules(), limits: Limits = DEF
     d = diff(ca, cb, rules, a_label=la, b_label=lb)
     d.warnings += python_warning(ca, cb)
     d.new_violations = invariants.new_violations(ca, cb)
+    d.price(prices())
     sid = ca.header.scenario_id or cb.header.scenario_id or f"{a} vs {b}"
     return ScenarioReport(sid, "changed" if d.changed else "same", diff=d, cassette=str(a), result=str(b))
 
@@ -171,6 +174,14 @@ def check_cassette(path: Path, cassette: Cassette | None = None, limits: Limits 
     violations = invariants.run_checks(c)
     sid = c.header.scenario_id or str(path)
     return ScenarioReport(sid, "changed" if violations else "same", violations=violations, cassette=str(path))
+
+
+def prices() -> dict[str, Price]:
+    """``[tool.replay] prices`` of the project in the working directory (empty when none is set)."""
+    from .config import load_config
+
+    config = load_config()
+    return prices_from(config.extra.get("prices"), config.source)
 
 
 def rules_from(config: Config, extra: Iterable[str] = ()) -> Rules:

@@ -440,6 +440,16 @@ def _check_refs(ex: dict[str, Any], messages: int, blobs: int, runs: int) -> Non
         ref = ex.get(key)
         if ref is not None and (type(ref) is not int or not 0 <= ref < size):
             raise ValueError(f"exchange {key} reference {ref!r} outside its table")
+    for record in ex.get("wire") or ():
+        if not isinstance(record, dict):
+            continue  # the schema refuses it with its path
+        refs = [record.get("body")]
+        lists = record.get("body_lists")
+        if isinstance(lists, dict):
+            refs += [r for ids in lists.values() if isinstance(ids, list) for r in ids]
+        for ref in refs:
+            if ref is not None and (type(ref) is not int or not 0 <= ref < blobs):
+                raise ValueError(f"wire body reference {ref!r} outside the blob table")
 
 
 def load(path: str | os.PathLike[str], limits: Limits = DEFAULT_LIMITS) -> Cassette:

@@ -14,6 +14,8 @@ from deepdiff import DeepDiff
 
 from .cassette import Cassette
 from .normaliser import NormalCassette, NormalRequest, Rules, digest, normalise
+from .wire.cache import CacheChange, Price, RequestCost, Tokens, request_costs, total
+from .wire.cache import compare as compare_cache
 from .wire.compare import WireChange
 from .wire.compare import compare as compare_wire
 
@@ -87,6 +89,18 @@ class Diff:
     """Worth knowing, not a behavioural change (e.g. the scenario's source was edited since recording)."""
     wire: list[WireChange] = field(default_factory=list)
     """Differences in what provider models put on the wire (HTTP request bodies), beside the message level."""
+    cache: list[CacheChange] = field(default_factory=list)
+    """Requests whose cacheable prompt prefix moved (a consequence of message changes, not a change itself)."""
+    tokens: tuple[Tokens, Tokens] | None = None
+    """Input (cached and not) and output tokens of each side, from the same estimate."""
+    cost: tuple[float | None, float | None] | None = None
+    """Estimated dollars of each side, where ``[tool.replay] prices`` knows the models (see :meth:`price`)."""
+    request_costs: tuple[list[RequestCost], list[RequestCost]] = field(default=([], []), repr=False)
+
+    def price(self, prices: dict[str, Price]) -> None:
+        """Turn both sides' token figures into dollars with a price table."""
+        if prices:
+            self.cost = (total(self.request_costs[0], prices), total(self.request_costs[1], prices))
 
     @property
     def changed(self) -> bool:
@@ -202,6 +216,7 @@ def diff(
                 rd.lost, rd.gained = _lost(qa, qb)
             requests.append(rd)
     outcome = (na.outcome, nb.outcome) if na.outcome != nb.outcome else None
+    costs_a, costs_b = request_costs(na.source), request_costs(nb.source)
     observations = _changes("observations", 0, _obs(na), _obs(nb)) if _obs(na) != _obs(nb) else []
     observations = [
         Change(c.path.replace("observations[0]", "observations", 1), c.kind, c.old, c.new)
@@ -220,6 +235,9 @@ def diff(
         versions=(_version(na.source), _version(nb.source)),
         warnings=_warnings(na.source, nb.source),
         wire=compare_wire(na.source, nb.source, rules),
+        cache=compare_cache(costs_a, costs_b),
+        tokens=(Tokens.of(costs_a), Tokens.of(costs_b)),
+        request_costs=(costs_a, costs_b),
     )
 
 

@@ -558,5 +558,35 @@ def expectation(c: Cassette) -> Iterator[Violation]:
         )
 
 
+@register("cache_prefix_broken")
+def cache_prefix_broken(c: Cassette) -> Iterator[Violation]:
+    """A request whose cacheable prefix shrank although no compaction happened: cached input paid in full.
+
+    A history that only grows re-sends the previous request unchanged at its start, and a
+    provider serves that part from its prompt cache. A harness that edits earlier messages
+    (a reminder inserted, then taken out) breaks the prefix on every turn (``replay.wire.cache``).
+    """
+    from .wire.cache import broken_prefixes
+
+    broken: dict[str, list[tuple[int, int, int]]] = {}
+    for cost, previous in broken_prefixes(c):
+        broken.setdefault(cost.role, []).append((cost.index, cost.cached, previous))
+    for role, items in broken.items():
+        lost = sum(previous - cached for _, cached, previous in items)
+        where = ", ".join(f"{role}[{i}] {cached:,}/{previous:,}" for i, cached, previous in items[:6])
+        more = f", … {len(items) - 6} more" if len(items) > 6 else ""
+        yield Violation(
+            "cache_prefix_broken",
+            role,
+            None,
+            f"{len(items)} request{'s' * (len(items) != 1)} re-sent less of the previous request than it held, "
+            f"with no compaction between (cacheable/previous tokens: {where}{more}); "
+            f"{lost:,} tokens that could have come from the prompt cache were sent in full",
+            evidence={"requests": [i for i, _, _ in items], "cached": [x for _, x, _ in items],
+                      "previous": [p for _, _, p in items], "uncached": lost},
+            identity=("requests",),
+        )
+
+
 # Built-in checks that live in their own modules register themselves on import.
 from . import verdicts  # noqa: E402,F401  (imports Violation/register from here: keep last)

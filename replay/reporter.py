@@ -93,6 +93,9 @@ def diff_json(d: Diff) -> dict[str, Any]:
         "versions": list(d.versions),
         "new_violations": [v.as_json() for v in d.new_violations],
         "wire": [w.as_json() for w in d.wire],
+        "cache": [{"role": c.role, "index": c.index, "cached": [c.before, c.after]} for c in d.cache],
+        "tokens": [vars(t) for t in d.tokens] if d.tokens else None,
+        "cost": list(d.cost) if d.cost else None,
     }
 
 
@@ -159,6 +162,7 @@ def diff_lines(d: Diff, *, details: bool = True, max_changes: int = 12) -> list[
     lines += [w.describe() for w in d.wire[:max_changes]]
     if len(d.wire) > max_changes:
         lines.append(f"… {len(d.wire) - max_changes} more wire changes")
+    lines += _economics(d, max_changes)
     if not details:
         return lines
     for r in d.requests:
@@ -182,6 +186,23 @@ def diff_lines(d: Diff, *, details: bool = True, max_changes: int = 12) -> list[
                 lines.append(f"  - {c.path}: {_short(c.old)}")
         if len(r.changes) > max_changes:
             lines.append(f"  … {len(r.changes) - max_changes} more changes (--format json for all)")
+    return lines
+
+
+def _economics(d: Diff, max_changes: int) -> list[str]:
+    """Prompt-cache and cost lines: said only where the figures moved."""
+    lines = [c.describe() for c in d.cache[:max_changes]]
+    if len(d.cache) > max_changes:
+        lines.append(f"… {len(d.cache) - max_changes} more cacheable-prefix changes")
+    if d.tokens and d.tokens[0] != d.tokens[1]:
+        a, b = d.tokens
+        lines.append(
+            f"input tokens {a.input:,} → {b.input:,} (cacheable {a.cached:,} → {b.cached:,}), output {a.output:,} → {b.output:,}"
+        )
+    a_cost, b_cost = d.cost or (None, None)
+    if a_cost is not None and b_cost is not None and a_cost != b_cost:
+        change = f" ({(b_cost - a_cost) / a_cost:+.0%})" if a_cost else ""
+        lines.append(f"estimated cost ${a_cost:.4f} → ${b_cost:.4f}{change}")
     return lines
 
 

@@ -1,0 +1,233 @@
+"""Prompt-cache prefixes and what each request costs.
+
+Providers cache a request's longest prefix that an earlier request already sent
+(OpenAI automatically, Anthropic up to its ``cache_control`` breakpoints), and bill cached
+input at a fraction of the price. A harness release that rewrites history early in the
+conversation (inserting a reminder, then taking it out) keeps the same token count and
+quietly turns cached input into full-price input. Here each request of a role is compared
+with the role's previous request: the messages they share from the start are the prefix a
+provider can serve from its cache. Sizes are the harness's own estimate of each message
+(the character heuristic compaction decides on), summed, so two versions are measured with
+one ruler; the price table in ``[tool.replay] prices`` turns them into money.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..cassette import Cassette, Exchange
+from ..errors import ReplayUsageError
+
+_SENDS = ("request", "request_stream")
+
+
+class Price(BaseModel):
+    """Dollars per million tokens for one model."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    input: float = Field(ge=0)
+    cached_input: float | None = Field(default=None, ge=0, alias="cached-input")
+    output: float = Field(default=0.0, ge=0)
+
+
+def prices_from(table: Any, source: Path | None) -> dict[str, Price]:
+    """``[tool.replay] prices``: model name (or ``*``) → price; a bad entry is one line naming the file."""
+    if table is None:
+        return {}
+    where = f"{source or 'pyproject.toml'}: [tool.replay] prices"
+    if not isinstance(table, dict):
+        raise ReplayUsageError(f"{where} must be a table of model = {{ input = …, cached-input = …, output = … }}")
+    out = {}
+    for model, value in table.items():
+        try:
+            out[str(model)] = Price.model_validate(value)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(p) for p in first["loc"]) or "value"
+            raise ReplayUsageError(f"{where}.{model}.{field}: {first['msg']}") from None
+    return out
+
+
+@dataclass(frozen=True)
+class RequestCost:
+    """One request's input split into the prefix a provider could serve from cache and the rest."""
+
+    role: str
+    index: int
+    model: str | None
+    tokens: int
+    cached: int
+    output: int
+    breakpoints: int = 0
+    """``cache_control`` markers in the request body as sent (Anthropic)."""
+    compacted: bool = False
+    """A compaction ran since the role's previous request: a shorter prefix is expected."""
+
+    @property
+    def uncached(self) -> int:
+        return self.tokens - self.cached
+
+    def dollars(self, prices: dict[str, Price]) -> float | None:
+        price = prices.get(self.model or "") or prices.get("*")
+        if price is None:
+            return None
+        cached_price = price.input if price.cached_input is None else price.cached_input
+        return (self.uncached * price.input + self.cached * cached_price + self.output * price.output) / 1e6
+
+
+class _Sizes:
+    """Per-message token estimates of one cassette, each message estimated once."""
+
+    def __init__(self, cassette: Cassette) -> None:
+        self.cassette = cassette
+        self.memo: dict[int, int] = {}
+
+    def __call__(self, index: int) -> int:
+        size = self.memo.get(index)
+        if size is None:
+            size = self.memo[index] = _estimate_one(self.cassette.messages[index])
+        return size
+
+
+def _estimate_one(message: dict[str, Any]) -> int:
+    from ..recorder import estimate, load_messages
+
+    try:
+        value = estimate(load_messages([message]))
+    except Exception:  # a message this version cannot read: fall back to its text length
+        value = None
+    return value if value is not None else len(json.dumps(message, default=str)) // 4
+
+
+def _output_tokens(c: Cassette, ex: Exchange, sizes: _Sizes) -> int:
+    if ex.response is None:
+        return 0
+    usage = c.messages[ex.response].get("usage")
+    reported = usage.get("output_tokens") if isinstance(usage, dict) else None
+    return reported if type(reported) is int and reported > 0 else sizes(ex.response)
+
+
+def _breakpoints(c: Cassette, ex: Exchange) -> int:
+    if not ex.wire:
+        return 0
+    from .store import request_body
+
+    return sum(json.dumps(request_body(c, w), default=str).count('"cache_control"') for w in ex.wire)
+
+
+def _compaction_between(c: Cassette, before: Exchange, after: Exchange, user_roles: set[str]) -> bool:
+    """A capability's call or a ``compact_messages`` between two requests of a role: history may shrink."""
+    for ex in c.exchanges[before.seq + 1 : after.seq]:
+        if ex.kind == "compact_messages" or ("compact" in ex.role or "summar" in ex.role) and ex.role not in user_roles:
+            return True
+    return after.kind == "compact_messages"
+
+
+def request_costs(c: Cassette) -> list[RequestCost]:
+    """Every request that sends messages, with its cacheable prefix against the role's previous one."""
+    sizes = _Sizes(c)
+    user_roles = c.user_roles()
+    out: list[RequestCost] = []
+    for role, xs in c.by_role().items():
+        prev: Exchange | None = None
+        sums: list[int] = [0]  # prefix sums of the previous request's message sizes
+        for ex in xs:
+            if ex.kind not in _SENDS:
+                continue
+            shared = 0
+            if prev is not None and ex.parameters == prev.parameters:
+                limit = min(len(prev.messages), len(ex.messages))
+                while shared < limit and prev.messages[shared] == ex.messages[shared]:
+                    shared += 1
+            sums = sums[: shared + 1]
+            for i in ex.messages[shared:]:
+                sums.append(sums[-1] + sizes(i))
+            out.append(
+                RequestCost(
+                    role=role,
+                    index=ex.index,
+                    model=ex.model_name,
+                    tokens=sums[-1],
+                    cached=sums[shared],
+                    output=_output_tokens(c, ex, sizes),
+                    breakpoints=_breakpoints(c, ex),
+                    compacted=prev is not None and _compaction_between(c, prev, ex, user_roles),
+                )
+            )
+            prev = ex
+    return out
+
+
+def broken_prefixes(c: Cassette, costs: Iterable[RequestCost] | None = None) -> Iterator[tuple[RequestCost, int]]:
+    """Requests that re-send less of the previous request than it held although nothing was compacted.
+
+    Only the scenario's own agents carry a conversation from request to request; a
+    capability's agent (summarizer, judge) starts afresh on every call.
+    """
+    by_key = {(x.role, x.index): x for x in c.exchanges}
+    user_roles = c.user_roles()
+    previous: dict[str, RequestCost] = {}
+    for cost in costs if costs is not None else request_costs(c):
+        if cost.role not in user_roles:
+            continue
+        prev = previous.get(cost.role)
+        previous[cost.role] = cost
+        if prev is None or cost.compacted:
+            continue
+        ex_prev, ex = by_key[(prev.role, prev.index)], by_key[(cost.role, cost.index)]
+        if len(ex.messages) >= len(ex_prev.messages) and cost.cached < prev.tokens:
+            yield cost, prev.tokens
+
+
+@dataclass(frozen=True)
+class CacheChange:
+    """One request whose cacheable prefix differs between two cassettes."""
+
+    role: str
+    index: int
+    before: int
+    after: int
+
+    def describe(self) -> str:
+        return f"cacheable prefix at {self.role}[{self.index}]: {self.before:,} → {self.after:,} tokens"
+
+
+def compare(a: list[RequestCost], b: list[RequestCost], threshold: float = 0.1) -> list[CacheChange]:
+    """Requests whose cached prefix moved by more than ``threshold`` of the larger figure."""
+    cb = {(x.role, x.index): x for x in b}
+    out = []
+    for x in a:
+        y = cb.get((x.role, x.index))
+        if y is None or x.cached == y.cached:
+            continue
+        if abs(x.cached - y.cached) > threshold * max(x.cached, y.cached, 1):
+            out.append(CacheChange(x.role, x.index, x.cached, y.cached))
+    return out
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """A cassette's input tokens (of which a cacheable prefix) and output tokens, over every request."""
+
+    input: int
+    cached: int
+    output: int
+
+    @classmethod
+    def of(cls, costs: Iterable[RequestCost]) -> Tokens:
+        xs = list(costs)
+        return cls(sum(x.tokens for x in xs), sum(x.cached for x in xs), sum(x.output for x in xs))
+
+
+def total(costs: Iterable[RequestCost], prices: dict[str, Price]) -> float | None:
+    """Estimated dollars for all requests, or None when no request's model has a price."""
+    values = [x.dollars(prices) for x in costs]
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None

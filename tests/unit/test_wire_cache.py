@@ -1,0 +1,85 @@
+"""Prompt-cache prefixes, the cache_prefix_broken invariant and cost, on real recordings of two versions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from replay.cassette import load
+from replay.differ import diff
+from replay.errors import ReplayUsageError
+from replay.invariants import run_checks
+from replay.reporter import diff_lines
+from replay.wire.cache import Price, prices_from, request_costs
+
+ROOT = Path(__file__).resolve().parents[2]
+REMINDERS_062 = ROOT / "cassettes/seed000/reminders_default.cassette"
+REMINDERS_054 = ROOT / "tests/fixtures/harness-0.54.0/seed000/reminders_default.cassette"
+LONG_062 = ROOT / "cassettes/seed000/long.cassette"
+
+
+def test_a_growing_history_is_cacheable_up_to_the_previous_request() -> None:
+    """0.62 keeps reminders in history: every main request starts with the whole previous one."""
+    c = load(REMINDERS_062)
+    mains = [x for x in request_costs(c) if x.role == "main"]
+    assert len(mains) == 21
+    assert mains[0].cached == 0
+    assert all(x.cached == prev.tokens for prev, x in zip(mains, mains[1:]))
+    assert not [v for v in run_checks(c) if v.invariant == "cache_prefix_broken"]
+
+
+def test_a_reminder_taken_out_again_breaks_the_prefix_every_turn() -> None:
+    """0.54 inserts the reminder into the latest request and drops it next turn: the prefix never holds."""
+    c = load(REMINDERS_054)
+    assert c.header.harness_version == "0.54.0"
+    (v,) = [v for v in run_checks(c) if v.invariant == "cache_prefix_broken"]
+    assert v.role == "main" and v.evidence["requests"] == list(range(1, 21))
+    assert v.evidence["uncached"] == sum(p - x for x, p in zip(v.evidence["cached"], v.evidence["previous"]))
+    assert "20 requests re-sent less of the previous request" in v.message
+
+
+def test_a_compaction_between_requests_is_not_a_broken_prefix() -> None:
+    c = load(LONG_062)
+    mains = [x for x in request_costs(c) if x.role == "main"]
+    assert [x.compacted for x in mains] == [False, True, True]
+    assert not [v for v in run_checks(c) if v.invariant == "cache_prefix_broken"]
+
+
+def test_diff_names_the_cacheable_prefix_per_request_and_the_tokens() -> None:
+    d = diff(load(REMINDERS_062), load(REMINDERS_054), a_label="0.62.0", b_label="0.54.0")
+    lines = diff_lines(d)
+    assert "cacheable prefix at main[1]: 89 → 0 tokens" in lines, lines
+    a, b = d.tokens  # type: ignore[misc]
+    assert a.cached > b.cached and a.input > b.input
+    assert any(line.startswith(f"input tokens {a.input:,} → {b.input:,}") for line in lines)
+
+
+def test_cost_uses_cached_input_price_for_the_prefix() -> None:
+    d = diff(load(REMINDERS_062), load(REMINDERS_054))
+    prices = prices_from({"*": {"input": 3.0, "cached-input": 0.3, "output": 15.0}}, None)
+    d.price(prices)
+    assert d.cost is not None
+    a_costs = d.request_costs[0]
+    expected = sum((x.tokens - x.cached) * 3.0 + x.cached * 0.3 + x.output * 15.0 for x in a_costs) / 1e6
+    assert d.cost[0] == pytest.approx(expected)
+    assert any(line.startswith("estimated cost $") for line in diff_lines(d))
+    # No price for the model: no figure rather than a made-up one.
+    d.cost = None
+    d.price({"some-other-model": Price(input=1.0)})
+    assert d.cost == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("table", "problem"),
+    [
+        ("cheap", "must be a table"),
+        ({"gpt": {"input": -1}}, "prices.gpt.input: Input should be greater than or equal to 0"),
+        ({"gpt": {"input": 1, "bogus": 2}}, "prices.gpt.bogus: Extra inputs are not permitted"),
+    ],
+)
+def test_a_bad_price_table_is_one_line_naming_the_file(table: object, problem: str) -> None:
+    with pytest.raises(ReplayUsageError) as err:
+        prices_from(table, Path("pyproject.toml"))
+    assert str(err.value).startswith("pyproject.toml: [tool.replay] prices")
+    assert problem in str(err.value) and "\n" not in str(err.value)

@@ -1,0 +1,87 @@
+"""Wire-body comparison: bodies interned on disk, compared by aligned elements, ids aliased."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from replay.cassette import CassetteBuilder, Exchange, dumps, loads
+from replay.normaliser import Rules
+from replay.wire.capture import HttpExchange, clean_url
+from replay.wire.compare import compare
+from replay.wire.store import request_body, to_records
+
+
+def cassette(*bodies: dict[str, Any]) -> Any:
+    b = CassetteBuilder()
+    for i, body in enumerate(bodies):
+        ex = Exchange(seq=i, role="main", index=i, kind="request")
+        http = HttpExchange("POST", "http://127.0.0.1:5555/v1/chat/completions", {}, json.dumps(body).encode(), 200)
+        ex.wire = to_records(b, [http])
+        b.cassette.exchanges.append(ex)
+    return loads(dumps(b.cassette))
+
+
+def chat(*messages: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"model": "gpt-4o-mini", "messages": list(messages), **extra}
+
+
+SYSTEM = {"role": "system", "content": "Be brief."}
+USER = {"role": "user", "content": "hi"}
+
+
+def test_bodies_round_trip_and_shared_elements_are_stored_once() -> None:
+    long = [{"role": "user", "content": "x" * 1000 + str(i)} for i in range(20)]
+    c = cassette(chat(*long[:10]), chat(*long))
+    assert request_body(c, c.exchanges[1].wire[0]) == chat(*long)
+    assert len(c.blobs) == 20 + 1  # each message once, plus the shared non-list fields
+
+
+def test_one_inserted_message_is_one_entry_not_a_cascade() -> None:
+    msgs = [{"role": "user", "content": f"m{i}"} for i in range(10)]
+    a = cassette(chat(SYSTEM, *msgs))
+    b = cassette(chat(SYSTEM, {"role": "developer", "content": "reminder"}, *msgs))
+    changes = compare(a, b)
+    assert [(c.path, c.kind) for c in changes] == [("messages[1]", "added")]
+    assert changes[0].describe() == 'main[0] wire: + messages[1]: {"content": "reminder", "role": "developer"}'
+
+
+def test_a_changed_field_is_named_by_its_path() -> None:
+    changes = compare(cassette(chat(SYSTEM, USER, max_tokens=100)), cassette(chat(dict(SYSTEM, role="developer"), USER, max_completion_tokens=100)))
+    described = sorted(c.describe() for c in changes)
+    assert "main[0] wire: messages[0].role: system → developer" in described
+    assert "main[0] wire: - max_tokens: 100" in described
+    assert "main[0] wire: + max_completion_tokens: 100" in described
+
+
+def test_generated_ids_and_the_host_port_are_not_changes() -> None:
+    call = lambda cid: {"role": "assistant", "tool_calls": [{"id": cid, "type": "function"}]}  # noqa: E731
+    ret = lambda cid: {"role": "tool", "tool_call_id": cid, "content": "ok"}  # noqa: E731
+    a = cassette(chat(USER, call("call_AbCdEfGhIjKlMnOp1234"), ret("call_AbCdEfGhIjKlMnOp1234")))
+    b = cassette(chat(USER, call("call_ZyXwVuTsRqPoNmLk9876"), ret("call_ZyXwVuTsRqPoNmLk9876")))
+    assert compare(a, b) == []
+    # ...but a return that no longer pairs with its call is a change.
+    c = cassette(chat(USER, call("call_ZyXwVuTsRqPoNmLk9876"), ret("call_QqQqQqQqQqQqQqQq5555")))
+    assert [x.path for x in compare(a, c)] == ["messages[2].tool_call_id"]
+    assert clean_url("http://user:pw@127.0.0.1:5555/v1/x?a=1") == "http://127.0.0.1:5555/v1/x?a=1"
+
+
+def test_ignore_rules_apply_to_wire_paths_and_keys() -> None:
+    a, b = cassette(chat(USER, temperature=0.1)), cassette(chat(USER, temperature=0.9))
+    assert compare(a, b, Rules.of(["temperature"])) == []
+    assert compare(a, b, Rules.of(["main[*].wire.temperature"])) == []
+    assert len(compare(a, b)) == 1
+
+
+def test_a_wire_reference_outside_the_blob_table_is_refused_at_load() -> None:
+    import msgpack
+    import pytest
+
+    from replay.cassette import MAGIC
+    from replay.errors import CassetteError
+
+    c = cassette(chat(USER))
+    data = msgpack.unpackb(dumps(c)[len(MAGIC):], raw=False)
+    data["exchanges"][0]["wire"][0]["body_lists"]["messages"] = [999]
+    with pytest.raises(CassetteError, match="wire body reference 999 outside the blob table"):
+        loads(MAGIC + msgpack.packb(data, use_bin_type=True))
