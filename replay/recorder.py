@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
+import decimal
+import enum
 import functools
 import importlib.metadata
 import os
@@ -17,7 +19,8 @@ import platform
 import sys
 import threading
 import traceback
-from collections.abc import AsyncIterator, Callable, Iterator
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -93,6 +96,144 @@ def error_info(exc: BaseException) -> ErrorInfo:
     return ErrorInfo(type=f"{type(exc).__module__}.{type(exc).__qualname__}", message=str(exc))
 
 
+# --------------------------------------------------------------------------- message cache
+
+
+class _Opaque(Exception):
+    """A value whose changes cannot be watched cheaply: its message is dumped every time."""
+
+
+_LEAVES: frozenset[type] = frozenset(
+    {str, int, float, bool, type(None), bytes, _dt.datetime, _dt.date, _dt.time, _dt.timedelta, decimal.Decimal, uuid.UUID}
+)
+
+
+def _watch(value: Any, out: list[tuple[Any, Any, bool]]) -> None:
+    """Add to ``out`` what must be compared later to know that ``value`` is unchanged.
+
+    Each entry is ``(thing, copy, is_object)``: an object's ``__dict__`` (or a container)
+    and a copy taken now. Immutable leaves need nothing; plain JSON-like containers are
+    deep-copied (compared later at C speed); dataclass objects inside (usage, parts) are
+    watched field by field. Anything else is :class:`_Opaque`.
+    """
+    cls = type(value)
+    if cls in _LEAVES or isinstance(value, enum.Enum):
+        return
+    if cls is dict or cls is list or cls is tuple:
+        plain = _plain_copy(value)
+        if plain is not None:
+            out.append((value, plain, False))
+            return
+        out.append((value, cls(value) if cls is not dict else dict(value), False))
+        for item in value.values() if cls is dict else value:
+            _watch(item, out)
+        return
+    fields = getattr(value, "__dict__", None)
+    if type(fields) is not dict or getattr(type(value), "__slots__", None):
+        raise _Opaque
+    out.append((value, dict(fields), True))
+    for item in fields.values():
+        _watch(item, out)
+
+
+def _plain_copy(value: Any) -> Any:
+    """A deep copy of a container of immutable leaves, or None if it holds anything else."""
+    cls = type(value)
+    if cls is dict:
+        copied: dict[Any, Any] = {}
+        for k, v in value.items():
+            if type(v) in _LEAVES:
+                copied[k] = v
+            else:
+                inner = _plain_copy(v)
+                if inner is None:
+                    return None
+                copied[k] = inner
+        return copied
+    if cls is list or cls is tuple:
+        items = []
+        for v in value:
+            if type(v) in _LEAVES:
+                items.append(v)
+            else:
+                inner = _plain_copy(v)
+                if inner is None:
+                    return None
+                items.append(inner)
+        return cls(items)
+    return None
+
+
+_RUN_STAMPS = ("run_id", "conversation_id")
+
+
+class MessageCache:
+    """Message objects already dumped and interned, so a history re-sent on every request costs
+    a comparison per message, not a serialisation and a digest.
+
+    pydantic-ai re-sends most message objects as they are, but does change some after a
+    request (it stamps ``run_id`` onto a response, sets a request's ``timestamp`` and
+    ``instructions``, reassigns ``parts``, updates ``metadata`` dicts in place; capabilities
+    rewrite a part's ``content``). So an object is reused only if nothing reachable from it
+    changed since it was dumped: every field of the message, of its parts and of any nested
+    object or container is compared with a copy taken at dump time. An object holding
+    something that cannot be copied cheaply is dumped again every time.
+    """
+
+    def __init__(self, builder: CassetteBuilder) -> None:
+        self.builder = builder
+        self._entries: dict[int, tuple[Any, list[tuple[Any, Any, bool]], int]] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def indices(self, messages: Iterable[Any]) -> list[int]:
+        out: list[int] = []
+        missing: list[tuple[int, Any]] = []
+        entries = self._entries
+        for message in messages:
+            entry = entries.get(id(message))
+            if entry is not None and entry[0] is message and (_unchanged(entry[1]) or _only_stamped(entry[1])):
+                out.append(entry[2])
+                continue
+            missing.append((len(out), message))
+            out.append(-1)
+        if missing:
+            self.misses += len(missing)
+            dumped = dump_messages([m for _, m in missing])
+            for (slot, message), data in zip(missing, dumped, strict=True):
+                index = self.builder.message(data)
+                out[slot] = index
+                watched: list[tuple[Any, Any, bool]] = []
+                try:
+                    _watch(message, watched)
+                except _Opaque:
+                    continue
+                entries[id(message)] = (message, watched, index)
+        self.hits += len(out) - len(missing)
+        return out
+
+
+def _unchanged(watched: list[tuple[Any, Any, bool]]) -> bool:
+    for thing, copy, is_object in watched:
+        if (thing.__dict__ if is_object else thing) != copy:
+            return False
+    return True
+
+
+def _only_stamped(watched: list[tuple[Any, Any, bool]]) -> bool:
+    """Whether the only change is pydantic-ai stamping ``run_id``/``conversation_id`` on a message
+    after its request (the interned form leaves them out, see ``CassetteBuilder.message``): then
+    the copy is brought up to date and the message keeps its index."""
+    message, copy, _ = watched[0]
+    fields = message.__dict__
+    if fields.keys() != copy.keys() or not _unchanged(watched[1:]):
+        return False
+    if any(fields[k] is not v and fields[k] != v for k, v in copy.items() if k not in _RUN_STAMPS):
+        return False
+    watched[0] = (message, dict(fields), True)
+    return True
+
+
 # --------------------------------------------------------------------------- sources
 
 
@@ -122,6 +263,7 @@ class Session:
 
     def __init__(self, header: Header | None = None, source: ResponseSource | None = None) -> None:
         self.builder = CassetteBuilder(header or base_header())
+        self.cache = MessageCache(self.builder)
         self.source: ResponseSource = source or LiveSource()
         self._counts: dict[str, int] = {}
         self._done = 0
@@ -144,7 +286,7 @@ class Session:
                 kind=call.kind,
                 model_name=_safe_attr(call.model, "model_name"),
                 model_system=_safe_attr(call.model, "system"),
-                messages=b.messages(dump_messages(messages)) if messages is not None else [],
+                messages=self.cache.indices(messages) if messages is not None else [],
                 settings=b.blob(jsonable(settings) if settings else None),
                 parameters=b.blob(jsonable(params)) if params is not None else None,
                 estimate=estimate(messages) if call.kind != "count_tokens" else None,
@@ -164,7 +306,8 @@ class Session:
             self._done += 1
 
     def store_response(self, ex: Exchange, response: Any) -> None:
-        ex.response = self.builder.message(dump_messages([response])[0])
+        with self._lock:
+            ex.response = self.cache.indices([response])[0]
 
     def store_wire(self, ex: Exchange, slot: WireSlot) -> None:
         """Keep the HTTP exchanges a provider model made for this call (none for in-process models)."""
@@ -262,17 +405,16 @@ class Session:
             from pydantic_ai.messages import ModelRequest, UserPromptPart
 
             start.append(ModelRequest(parts=[UserPromptPart(prompt)]))
-        record = AgentRunRecord(
-            estimate=estimate(start),
-            role=role_for(agent),
-            prompt=jsonable(prompt),
-            history=b.messages(dump_messages(history or [])),
-            result=b.messages(dump_messages(final)),
-            output=jsonable(result.output) if result is not None else None,
-            error=error_info(exc) if exc is not None else None,
-        )
         with self._lock:
-            b.cassette.runs[slot] = record
+            b.cassette.runs[slot] = AgentRunRecord(
+                estimate=estimate(start),
+                role=role_for(agent),
+                prompt=jsonable(prompt),
+                history=self.cache.indices(history or []),
+                result=self.cache.indices(final),
+                output=jsonable(result.output) if result is not None else None,
+                error=error_info(exc) if exc is not None else None,
+            )
 
 
 def _safe_attr(obj: Any, name: str) -> str | None:

@@ -258,3 +258,50 @@ def test_bundled_recordings_tag_unnamed_and_named_inner_agents() -> None:
     assert judge.header.roles["trajectory_judge"].startswith("pydantic_ai_harness.trajectory_judge")
     tool_judge = load(root / "tool_call_judge.cassette")
     assert sorted(ex.role for ex in tool_judge.exchanges).count("tool_call_judge") == 2
+
+
+def _sent(session: Session, request: int) -> list[dict[str, Any]]:
+    c = session.cassette
+    return c.expand(c.exchanges[request].messages)
+
+
+def test_messages_changed_in_place_between_requests_are_recorded_as_sent() -> None:
+    """The recorder reuses a message's earlier dump only when nothing reachable from it changed.
+
+    pydantic-ai and capabilities do change messages after a request (a part's content rewritten,
+    metadata dicts updated in place, fields reassigned), so each kind of change must show up
+    in the next request that sends the message.
+    """
+    agent = Agent(FunctionModel(lambda messages, info: text("ok")))
+    past = history(2)
+    session = Session()
+    with session_scope(session):
+        agent.run_sync("first", message_history=past)
+        past[0].parts[0].content = "rewritten in place"  # type: ignore[union-attr]
+        agent.run_sync("second", message_history=past)
+        past[1].metadata = {"note": {"depth": 1}}
+        agent.run_sync("third", message_history=past)
+        past[1].metadata["note"]["depth"] = 2  # nested dict changed in place
+        agent.run_sync("fourth", message_history=past)
+        past[0].parts.append(UserPromptPart("appended part"))  # type: ignore[arg-type]
+        agent.run_sync("fifth", message_history=past)
+    first, second, third, fourth, fifth = (_sent(session, i) for i in range(5))
+    assert first[0]["parts"][0]["content"] == "topic 0"
+    assert second[0]["parts"][0]["content"] == "rewritten in place"
+    assert third[1]["metadata"] == {"note": {"depth": 1}}
+    assert fourth[1]["metadata"] == {"note": {"depth": 2}}
+    assert [p["content"] for p in fifth[0]["parts"]] == ["rewritten in place", "appended part"]
+    assert session.cache.hits > 0  # unchanged messages were not dumped again
+
+
+def test_unchanged_history_is_dumped_once() -> None:
+    agent = Agent(FunctionModel(lambda messages, info: text("ok")))
+    past = history(10)
+    session = Session()
+    with session_scope(session):
+        for turn in range(5):
+            past = agent.run_sync(f"turn {turn}", message_history=past).all_messages()
+    # every message object is dumped once, plus once more for a response pydantic-ai stamps
+    # with its run id after the request (same stored message: the stamp is not part of it)
+    assert session.cache.misses <= len(past) + 5
+    assert len(session.cassette.messages) == len(past)
