@@ -296,8 +296,93 @@ def _unruns(runs: Any, table_size: int, limit: int) -> list[int]:
     return out
 
 
+def _text_of(message: Any) -> str | None:
+    """The text parts of a stored message, joined: what a text-output agent run returns."""
+    parts = message.get("parts") if isinstance(message, dict) else None
+    if not isinstance(parts, list):
+        return None
+    texts: list[str] = []
+    for p in parts:
+        if isinstance(p, dict) and p.get("part_kind") == "text":
+            content = p.get("content")
+            if not isinstance(content, str):
+                return None
+            texts.append(content)
+    return "".join(texts) if texts else None
+
+
+def _last_prompt(messages: list[dict[str, Any]], indices: list[int]) -> tuple[int, int] | None:
+    """(message, part) of the last user prompt among ``indices``: where a run's own prompt sits."""
+    for i in reversed(indices):
+        parts = messages[i].get("parts")
+        if messages[i].get("kind") != "request" or not isinstance(parts, list):
+            continue
+        for k in range(len(parts) - 1, -1, -1):
+            if isinstance(parts[k], dict) and parts[k].get("part_kind") == "user-prompt":
+                return i, k
+    return None
+
+
+def _share_run_texts(data: dict[str, Any]) -> None:
+    """Store a run's prompt and text output as references to the message that already holds them.
+
+    A scenario's agent run returns the text of its last response and starts from its prompt,
+    both already in the message table; stored again they were ~15% of a long conversation's
+    cassette. ``output_text_of`` names the message whose text parts, joined, are the output;
+    ``prompt_in`` the ``[message, part]`` whose content is the prompt. Only exact matches are
+    shared: anything else is stored as it is.
+    """
+    messages = data["messages"]
+    last_response: dict[int, int] = {}
+    for ex in data["exchanges"]:
+        if ex.get("run") is not None and ex.get("response") is not None:
+            last_response[ex["run"]] = ex["response"]
+    for slot, run in enumerate(data["runs"]):
+        output = run.get("output")
+        source = run["result"][-1] if run["result"] else last_response.get(slot)
+        if isinstance(output, str) and source is not None and _text_of(messages[source]) == output:
+            run["output_text_of"] = source
+            del run["output"]
+        prompt = run.get("prompt")
+        if isinstance(prompt, str) and run["result"]:
+            where = _last_prompt(messages, run["result"])
+            if where is not None and messages[where[0]]["parts"][where[1]].get("content") == prompt:
+                run["prompt_in"] = list(where)
+                del run["prompt"]
+
+
+def _unshare_run_texts(raw: dict[str, Any]) -> None:
+    """Undo :func:`_share_run_texts` on load; a reference into the table yields that very string
+    (no copy), so a file cannot multiply its size by referring to one text many times."""
+    messages = raw.get("messages") or []
+    texts: dict[int, str] = {}
+    for run in raw.get("runs") or ():
+        if not isinstance(run, dict):
+            continue
+        if "output_text_of" in run:
+            ref = run.pop("output_text_of")
+            if "output" in run or type(ref) is not int or not 0 <= ref < len(messages):
+                raise ValueError(f"run output reference {ref!r} outside the message table (or beside an output)")
+            if ref not in texts:
+                text = _text_of(messages[ref])
+                if text is None:
+                    raise ValueError(f"run output reference {ref}: that message has no text parts")
+                texts[ref] = text
+            run["output"] = texts[ref]
+        if "prompt_in" in run:
+            ref = run.pop("prompt_in")
+            ok = "prompt" not in run and isinstance(ref, list) and len(ref) == 2 and all(type(i) is int for i in ref)
+            parts = messages[ref[0]].get("parts") if ok and 0 <= ref[0] < len(messages) and isinstance(messages[ref[0]], dict) else None
+            part = parts[ref[1]] if isinstance(parts, list) and 0 <= ref[1] < len(parts) else None
+            content = part.get("content") if isinstance(part, dict) else None
+            if not isinstance(content, str):
+                raise ValueError(f"run prompt reference {ref!r} does not name a text part of the message table")
+            run["prompt"] = content
+
+
 def to_wire(cassette: Cassette) -> dict[str, Any]:
     data = cassette.model_dump(mode="python", exclude_none=False)
+    _share_run_texts(data)
     for ex in data["exchanges"]:
         ex["messages"] = _runs(ex["messages"])
     for run in data["runs"]:
@@ -426,6 +511,7 @@ def loads(data: bytes, source: object = "<bytes>", limits: Limits = DEFAULT_LIMI
                 for key in ("messages", "source"):
                     history[key] = _unruns(history.get(key, []), table, budget)
                     budget -= len(history[key])
+        _unshare_run_texts(raw)
         return Cassette.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]

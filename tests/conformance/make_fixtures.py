@@ -31,7 +31,18 @@ minimal = {
     "expectations": {"turns": 2},
 }
 
+# A run's prompt and text output stored as references into the message table (written since
+# tool 0.1.0's shared-texts change; older v1 files carry them inline, as ``minimal`` does).
+shared_texts = dict(
+    minimal,
+    runs=[
+        {"role": "main", "prompt_in": [2, 0], "history": [0, 2], "result": [0, 4], "output_text_of": 3},
+        {"role": "summarizing_compaction", "output_text_of": 1},
+    ],
+)
+
 if __name__ == "__main__":
+    (HERE / "v1-shared-texts.cassette").write_bytes(MAGIC + msgpack.packb(shared_texts, use_bin_type=True))
     (HERE / "v1-minimal.cassette").write_bytes(MAGIC + msgpack.packb(minimal, use_bin_type=True))
     future = dict(minimal, version=2)
     (HERE / "v2-future.cassette").write_bytes(MAGIC + msgpack.packb(future, use_bin_type=True))

@@ -7,7 +7,7 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from replay.cassette import MAGIC, dumps, load
+from replay.cassette import MAGIC, dumps, load, loads
 from replay.errors import CassetteError
 
 HERE = Path(__file__).parent
@@ -21,6 +21,21 @@ def test_v1_fixture_loads_with_runs_expanded() -> None:
     assert c.messages[c.exchanges[1].response]["parts"][0]["content"] == "hi again"
     assert c.runs[0].history == [0, 1] and c.runs[0].result == [0, 1, 2, 3]
     assert c.outcome.output == "hi again" and c.expectations == {"turns": 2}
+
+
+def test_shared_run_texts_resolve_to_the_messages_that_hold_them() -> None:
+    c = load(HERE / "v1-shared-texts.cassette")
+    assert c.runs[0].prompt == "again" and c.runs[0].output == "hi again"
+    assert c.runs[1].prompt is None and c.runs[1].output == "hi"
+
+
+def test_writer_shares_run_texts_and_reads_back_the_inline_form() -> None:
+    c = load(HERE / "v1-minimal.cassette")
+    c.runs[0].output = "hi again"
+    wire = msgpack.unpackb(dumps(c)[len(MAGIC):])
+    assert wire["runs"][0]["prompt_in"] == [2, 0] and "prompt" not in wire["runs"][0]
+    assert wire["runs"][0]["output_text_of"] == 3 and "output" not in wire["runs"][0]
+    assert loads(dumps(c)) == c
 
 
 def test_writer_emits_the_same_wire_structure() -> None:

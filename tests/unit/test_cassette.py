@@ -95,6 +95,39 @@ def test_references_outside_tables_are_refused() -> None:
         loads(MAGIC + msgpack.packb(wire))
 
 
+def _with_run(**run: object) -> bytes:
+    wire = msgpack.unpackb(dumps(sample())[len(MAGIC):])
+    wire["runs"] = [{"role": "main", **run}]
+    return MAGIC + msgpack.packb(wire)
+
+
+@pytest.mark.parametrize(
+    "run",
+    [
+        {"output_text_of": 99},
+        {"output_text_of": "1"},
+        {"output_text_of": 0},  # a request: no text parts
+        {"output_text_of": 1, "output": "A1"},  # both: which one holds?
+        {"prompt_in": [0, 5]},
+        {"prompt_in": [1, 0, 0]},
+        {"prompt_in": [-1, 0]},
+        {"prompt_in": "0"},
+    ],
+)
+def test_bad_run_text_references_are_refused(run: dict[str, object]) -> None:
+    with pytest.raises(CassetteError, match="invalid cassette: run (output|prompt) reference"):
+        loads(_with_run(**run), "r.cassette")
+
+
+def test_run_text_references_share_one_string() -> None:
+    """A thousand runs naming one message cost one string, not a thousand copies."""
+    wire = msgpack.unpackb(dumps(sample())[len(MAGIC):])
+    wire["runs"] = [{"role": "main", "output_text_of": 1, "prompt_in": [0, 0]}] * 1000
+    c = loads(MAGIC + msgpack.packb(wire))
+    assert c.runs[0].output == "A1" and c.runs[0].prompt == "U0"
+    assert all(r.output is c.runs[0].output and r.prompt is c.runs[0].prompt for r in c.runs)
+
+
 def test_limits_are_enforced() -> None:
     data = dumps(sample())
     with pytest.raises(CassetteError, match="over the"):
