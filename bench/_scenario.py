@@ -1,56 +1,137 @@
-"""The benchmark scenario: a FunctionModel main agent in a tool loop, with a summarizing
-compaction and an LLM reminder, so every kind of inner agent the recorder must tag is busy.
+"""The benchmark workload: a realistic long conversation, not a toy loop.
 
-Everything is built inside the scenario function (as real scenarios do), so the recorder
-sees the harness's inner agents being constructed and tags their roles.
+A main agent with one tool and ``SummarizingCompaction(max_messages=40, keep_messages=10)``;
+each turn the model calls the tool, then answers in about 200 words. An ``LLMReminder``
+fires every ``REMIND_EVERY`` main requests, so three roles are busy (``main``,
+``summarizing_compaction``, ``system_reminders``). Responders are async ``FunctionModel``s:
+the plain run is almost pure pydantic-ai + harness work, the harshest denominator for the
+recorder's overhead.
+
+Importable (``make_scenario(turns)`` for in-process benchmarks), a scenario file
+(``replay record bench/_scenario.py``: ``REPLAY_BENCH_TURNS`` sets the length) and a plain
+program (``python bench/_scenario.py``: the same conversation with no harness-replay at all,
+the whole-process baseline of ``replay run``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
+import re
 from typing import Any
 
-from pydantic_ai import Agent
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai_harness import SystemReminders
 from pydantic_ai_harness.compaction import SummarizingCompaction
 from pydantic_ai_harness.system_reminders import LLMReminder
 
-from replay.scenario import Run, Scenario
+TURNS = int(os.environ.get("REPLAY_BENCH_TURNS", "200"))
+REMIND_EVERY = 20
+"""Main requests between two generated reminders (an LLM reminder on every request would double the calls)."""
 
-TICKS = 4
+_WORDS = (
+    "the deploy pipeline runs tests builds an image pushes it to the registry and rolls it out "
+    "gradually while the health checks watch error rates latency and saturation so that a bad "
+    "release is caught early and rolled back before most users see it the team reviews each "
+    "incident writes down what happened and which signal would have caught it sooner"
+).split()
+
+
+def _words(seed: int, n: int) -> str:
+    return " ".join(_WORDS[(seed * 7 + k * 3) % len(_WORDS)] for k in range(n))
+
+
+def answer_text(turn: int) -> str:
+    """About 200 words, different every turn (so every answer is its own message)."""
+    return f"Turn {turn}: here is what I found. " + _words(turn, 196) + "."
+
+
+def _turn_of(messages: list[ModelMessage]) -> tuple[int, bool]:
+    """(turn number, whether the tool already answered) from the requests since the last response."""
+    for message in reversed(messages):
+        if isinstance(message, ModelResponse):
+            break
+        for part in message.parts:
+            if isinstance(part, ToolReturnPart):
+                return int(re.findall(r"\d+", str(part.content))[0]), True
+            if isinstance(part, UserPromptPart):
+                return int(re.findall(r"\d+", str(part.content))[0]), False
+    return 0, False
+
+
+async def _answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    turn, looked_up = _turn_of(messages)
+    if looked_up:
+        return ModelResponse(parts=[TextPart(answer_text(turn))])
+    return ModelResponse(parts=[ToolCallPart("lookup", {"topic": f"topic {turn}", "turn": turn}, tool_call_id=f"call-{turn}")])
 
 
 async def _summarize(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    return ModelResponse(parts=[TextPart("Summary: the user asked for ticks; several are done.")])
+    return ModelResponse(parts=[TextPart("Summary: " + _words(len(messages), 90) + ".")])
 
 
 async def _remind(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    return ModelResponse(parts=[TextPart("Stay on task: finish the ticks, then report.")])
+    return ModelResponse(parts=[TextPart("Stay on the deploy question; answer from the lookup results.")])
 
 
-async def bench_run(run: Run) -> Any:
-    compaction = SummarizingCompaction(model=FunctionModel(_summarize), max_messages=6, keep_messages=2)
-    reminders = SystemReminders(dynamic_reminders=[LLMReminder(FunctionModel(_remind))])
-    calls = 0
+async def conversation(turns: int = TURNS) -> tuple[str, int]:
+    """The whole conversation; returns the last answer and the final history length."""
+    llm_reminder = LLMReminder(FunctionModel(_remind))
+    requests = 0
 
-    async def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        # A per-run counter, not the tool returns seen: compaction summarises those away.
-        nonlocal calls
-        calls += 1
-        if calls <= TICKS:
-            return ModelResponse(parts=[ToolCallPart("tick", {"n": calls}, tool_call_id=f"tick-{calls}")])
-        return ModelResponse(parts=[TextPart("complete")])
+    async def every_few(ctx: RunContext[Any]) -> Any:
+        nonlocal requests
+        requests += 1
+        return await llm_reminder(ctx) if requests % REMIND_EVERY == 0 else None
 
-    agent = Agent(FunctionModel(answer), capabilities=[compaction, reminders])
+    agent = Agent(
+        FunctionModel(_answer),
+        instructions="You are a site-reliability assistant. Use the lookup tool before answering.",
+        capabilities=[
+            SummarizingCompaction(model=FunctionModel(_summarize), max_messages=40, keep_messages=10),
+            SystemReminders(dynamic_reminders=[every_few]),
+        ],
+    )
 
     @agent.tool_plain
-    async def tick(n: int) -> str:
-        return f"tick {n} completed"
+    async def lookup(topic: str, turn: int) -> str:
+        """Look a topic up in the runbooks."""
+        return f"turn {turn}: runbook entry for {topic}: check the rollout dashboard, then the error budget."
 
-    result = await agent.run(f"Use tick {TICKS} times then finish.")
-    run.observe("output", result.output)
-    return result.output
+    history: list[ModelMessage] = []
+    output = ""
+    for turn in range(1, turns + 1):
+        result = await agent.run(f"Turn {turn}: what should we check next about the deploy?", message_history=history)
+        history = result.all_messages()
+        output = result.output
+    return output, len(history)
 
 
-SCENARIO = Scenario(id="bench/tool_loop", func=bench_run, path=None, doc="benchmark scenario", source_hash="bench")
+def make_scenario(turns: int = TURNS) -> Any:
+    """The workload as a ``Scenario`` record, for in-process benchmarks."""
+    from replay.scenario import Scenario
+
+    async def bench_run(run: Run) -> Any:
+        output, length = await conversation(turns)
+        run.observe("final_history", length)
+        return output
+
+    return Scenario(id=f"bench/realistic_{turns}", func=bench_run, path=None, doc="benchmark workload", source_hash="bench")
+
+
+if __name__ != "__main__":  # a scenario file too; the plain baseline imports nothing of harness-replay
+    from replay import Run, scenario
+
+    @scenario("bench/realistic")
+    async def realistic(run: Run) -> Any:
+        """The benchmark conversation (REPLAY_BENCH_TURNS turns, default 200)."""
+        output, length = await conversation(TURNS)
+        run.observe("final_history", length)
+        return output
+
+
+if __name__ == "__main__":  # the plain baseline: the same conversation, nothing recorded
+    out, length = asyncio.run(conversation(TURNS))
+    print(f"{TURNS} turns, final history {length} messages, last answer {len(out.split())} words")

@@ -4,8 +4,10 @@ Every benchmark measures its own baseline in the same run and prints one line:
 name, baseline, measured, ratio, target, PASS/FAIL. Nothing here asserts absolute
 times. In-process timings are CPU time of this process (``time.process_time``): the
 work is single-threaded and CPU-bound, and CPU time is far less disturbed than wall
-time by other jobs on a shared machine. Each side is timed in alternating blocks and
-the fastest block counts (the least-disturbed estimate of its cost).
+time by other jobs on a shared machine; whole-process timings are wall time. The two
+sides are interleaved (A B, B A, ...) and each prints ``median [min-max]``: the ratio is
+of the medians. Components ("of which") are each timed on their own, never obtained by
+subtraction, so none can come out negative.
 
 Usage: python bench/run.py [--quick] [--only 1,2,...]
 """
@@ -19,10 +21,12 @@ import json
 import os
 import platform
 import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,20 +63,35 @@ def fmt_bytes(n: int) -> str:
 # --------------------------------------------------------------------------- timing
 
 
-async def alternate_async(sides: dict[str, Callable[[], Awaitable[Any]]], rounds: int, per_block: int) -> dict[str, float]:
-    """Fastest per-call CPU time of each side, over ``rounds`` blocks run in rotating order."""
-    best = {name: float("inf") for name in sides}
+def spread(values: list[float], unit: Callable[[float], str]) -> str:
+    """``median [min-max]`` of a side's samples: the median is the figure, the range its noise."""
+    return f"{unit(statistics.median(values))} [{unit(min(values))}-{unit(max(values))}]"
+
+
+def sec(seconds: float) -> str:
+    return f"{seconds:.2f}s"
+
+
+def interleave(sides: dict[str, Callable[[], Any]], rounds: int, clock: Callable[[], float] = time.process_time) -> dict[str, list[float]]:
+    """One sample per side per round, the order rotating every round (A B, B A, ...), so slow
+    drifts of a shared machine hit both sides alike. Each side is one call; returns all samples."""
+    samples: dict[str, list[float]] = {name: [] for name in sides}
     names = list(sides)
     for r in range(rounds):
         order = names[r % len(names) :] + names[: r % len(names)]
         for name in order:
-            fn = sides[name]
             gc.collect()
-            t = time.process_time()
-            for _ in range(per_block):
-                await fn()
-            best[name] = min(best[name], (time.process_time() - t) / per_block)
-    return best
+            t = clock()
+            sides[name]()
+            samples[name].append(clock() - t)
+    return samples
+
+
+def ratio_line(name: str, samples: dict[str, list[float]], a: str, b: str, target: float, unit: Callable[[float], str]) -> float:
+    """Median of B over median of A; PASS when at most ``target``."""
+    ratio = statistics.median(samples[b]) / statistics.median(samples[a])
+    line(name, spread(samples[a], unit), spread(samples[b], unit), ratio, f"<={target}", ratio <= target)
+    return ratio
 
 
 def best_of(fn: Callable[[], Any], repeat: int, number: int = 1) -> float:
@@ -86,102 +105,147 @@ def best_of(fn: Callable[[], Any], repeat: int, number: int = 1) -> float:
     return best
 
 
-def alternate(sides: dict[str, Callable[[], Any]], rounds: int, number: int = 1) -> dict[str, float]:
-    best = {name: float("inf") for name in sides}
-    for _ in range(rounds):
-        for name, fn in sides.items():
-            best[name] = min(best[name], best_of(fn, 1, number))
-    return best
-
-
 # --------------------------------------------------------------------------- 1 + 2: record / replay overhead
 
 
-async def bench_overhead(quick: bool) -> None:
-    from _scenario import SCENARIO
+def bench_overhead(quick: bool) -> None:
+    """In-process record and replay of the realistic workload vs the plain run of it.
+
+    Record is what ``replay record`` does after start-up: run under capture, scrub, encode,
+    write. Replay is what ``replay run`` does after start-up: ``_pipeline.replay_scenario``
+    (load, network guard, replay, save the result, diff, invariant checks).
+    """
+    from _scenario import TURNS, conversation, make_scenario
+
+    from replay import _pipeline
+    from replay import cassette as cas
+    from replay.recorder import Session, execute_async, finalize
+
+    sc = make_scenario(TURNS)
+    work = Path(tempfile.mkdtemp(prefix="replay-bench-overhead-"))
+    cassettes, results = work / "cassettes", work / "results"
+    path = cas.cassette_path(cassettes, sc.id)
+    parts: dict[str, list[float]] = {"run under capture": [], "finalize (scrub)": [], "encode + write": []}
+
+    def plain() -> None:
+        asyncio.run(conversation(TURNS))
+
+    def record() -> None:
+        t0 = time.process_time()
+        session = Session()
+        cassette = asyncio.run(execute_async(sc, session))
+        t1 = time.process_time()
+        final = finalize(cassette)
+        t2 = time.process_time()
+        cas.save(final, path)
+        t3 = time.process_time()
+        for key, value in zip(parts, (t1 - t0, t2 - t1, t3 - t2), strict=True):
+            parts[key].append(value)
+
+    def replay() -> None:
+        report = _pipeline.replay_scenario(sc, cassettes, results)
+        if report.status != "same":
+            raise AssertionError(f"replay of the recording is not 'same': {report.status} {report.error or ''}")
+
+    try:
+        record()
+        recorded = cas.load(path)
+        assert recorded.outcome.status == "ok", recorded.outcome
+        replay()  # warm: lazy imports, adapters
+        rounds = 3 if quick else 5
+        for v in parts.values():
+            v.clear()
+        samples = interleave({"plain": plain, "record": record}, rounds)
+        roles = recorded.by_role()
+        ratio_line("1 record", samples, "plain", "record", 1.10, sec)
+        detail(f"workload: {TURNS} turns, {len(recorded.exchanges)} requests "
+               f"({', '.join(f'{r} {len(x)}' for r, x in sorted(roles.items()))}), FunctionModel responders; "
+               f"median [range] of {rounds} interleaved runs, CPU time")
+        detail("of which (median): " + ", ".join(f"{k} {sec(statistics.median(v))}" for k, v in parts.items())
+               + f"; plain run {sec(statistics.median(samples['plain']))}")
+        samples = interleave({"plain": plain, "replay": replay}, rounds)
+        ratio_line("2 replay", samples, "plain", "replay", 1.05, sec)
+        detail("replay = _pipeline.replay_scenario, what `replay run` does per scenario: load, guard, replay, save, diff, checks")
+        detail("of which: " + ", ".join(f"{k} {sec(v)}" for k, v in replay_parts(sc, path, results / "parts.cassette").items()))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def replay_parts(sc: Any, path: Path, out: Path) -> dict[str, float]:
+    """The steps of one ``replay_scenario``, each timed on its own (one run: where the time goes)."""
+    from replay import cassette as cas
+    from replay import invariants
+    from replay.differ import diff
+    from replay.replayer import replay
+
+    took: dict[str, float] = {}
+
+    def step(name: str, fn: Callable[[], Any]) -> Any:
+        t = time.process_time()
+        value = fn()
+        took[name] = time.process_time() - t
+        return value
+
+    recorded = step("load", lambda: cas.load(path))
+    result = step("replay (guard, run, finalize)", lambda: replay(sc, recorded))
+    step("save", lambda: cas.save(result.result, out))
+    step("diff", lambda: diff(recorded, result.result))
+    step("checks", lambda: invariants.new_violations(recorded, result.result))
+    return took
+
+
+# --------------------------------------------------------------------------- 2b: `replay run`, whole process
+
+
+def bench_process(quick: bool) -> None:
+    """``replay run`` of the realistic scenario as a user runs it vs a plain python process running it."""
+    scenario_file = HERE / "_scenario.py"
+    work = Path(tempfile.mkdtemp(prefix="replay-bench-process-"))
+    exe = Path(sys.executable).parent
+    replay_cmd = [str(exe / "replay")]
+    env = {**os.environ, "REPLAY_BENCH_TURNS": str(200)}
+    try:
+        subprocess.run([*replay_cmd, "record", str(scenario_file), "--cassettes", str(work / "c")],
+                       check=True, env=env, capture_output=True, cwd=ROOT)
+
+        def plain() -> None:
+            subprocess.run([sys.executable, str(scenario_file)], check=True, env=env, capture_output=True, cwd=ROOT)
+
+        def run() -> None:
+            done = subprocess.run([*replay_cmd, "run", str(scenario_file), "--cassettes", str(work / "c"), "--out", str(work / "o")],
+                                  env=env, capture_output=True, cwd=ROOT, text=True)
+            if done.returncode != 0:
+                raise RuntimeError(f"replay run exited {done.returncode}: {done.stdout[-300:]} {done.stderr[-300:]}")
+
+        samples = interleave({"plain": plain, "replay run": run}, 2 if quick else 3, clock=time.perf_counter)
+        ratio_line("2b replay run process", samples, "plain", "replay run", 1.3, sec)
+        detail("`replay run bench/_scenario.py` (200 turns) vs `python bench/_scenario.py`, wall time, whole processes; "
+               "where the time goes: see the 'of which' of 2")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- 3: cassette size
+
+
+def bench_size(quick: bool) -> None:
+    """The 200-turn realistic cassette vs the JSON of its transcript (each distinct message once)."""
+    import msgpack
+    from _scenario import make_scenario
 
     from replay import cassette as cas
     from replay.recorder import Session, execute_async, finalize
-    from replay.replayer import replay_async
-    from replay.scenario import Run
 
-    async def bare() -> None:
-        await SCENARIO.func(Run(SCENARIO.id))
-
-    async def record() -> bytes:
-        cassette = await execute_async(SCENARIO, Session())
-        return cas.dumps(finalize(cassette))
-
-    recorded = cas.loads(await record())
-    assert recorded.outcome.status == "ok", recorded.outcome
-    requests = len(recorded.exchanges)
-
-    async def replay() -> None:
-        result = await replay_async(SCENARIO, recorded)
-        if result.divergences:
-            raise AssertionError(f"replay diverged: {result.divergences}")
-
-    for fn in (bare, record, replay):  # warm caches, lazy imports, adapters
-        for _ in range(5):
-            await fn()
-    rounds, per_block = (4, 5) if quick else (9, 8)
-    best = await alternate_async({"bare": bare, "record": record, "replay": replay}, rounds, per_block)
-    roles = sorted({e.role for e in recorded.exchanges})
-    ratio = best["record"] / best["bare"]
-    line("1 record overhead", ms(best["bare"]) + "/run", ms(best["record"]) + "/run", ratio, "<=1.05", ratio <= 1.05)
-    detail(f"scenario: {requests} requests/run ({', '.join(roles)}); recording includes finalize (scrub) + dumps")
-    fresh = await execute_async(SCENARIO, Session())
-    t_final = best_of(lambda: finalize(fresh), 5, 10)
-    t_dumps = best_of(lambda: cas.dumps(fresh), 5, 10)
-    detail(f"of which finalize (scrub) {ms(t_final)} = {t_final / best['bare']:.1%} of bare, dumps {ms(t_dumps)}; "
-           f"capture itself {ms(best['record'] - best['bare'] - t_final - t_dumps)}")
-    ratio = best["replay"] / best["bare"]
-    line("2 replay overhead", ms(best["bare"]) + "/run", ms(best["replay"]) + "/run", ratio, "<=1.02", ratio <= 1.02)
-    detail("replay = replay_async from the loaded cassette, incl. finalize of the result; excludes process start")
-
-
-# --------------------------------------------------------------------------- 3: cassette size growth
-
-
-async def bench_size(quick: bool) -> None:
-    import msgpack
-    from pydantic_ai import Agent
-    from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelResponse, TextPart
-    from pydantic_ai.models.function import AgentInfo, FunctionModel
-
-    from replay import cassette as cas
-    from replay.recorder import Session, finalize, session_scope
-
-    turns = 200
-    checkpoints = {50, 100, 200}
-
-    async def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        return ModelResponse(parts=[TextPart(f"Answer {len(messages)}: noted, continuing with the plan as agreed.")])
-
-    session = Session()
-    sizes: dict[int, tuple[int, int, int]] = {}
-    with session_scope(session):
-        agent = Agent(FunctionModel(answer), instructions="You are a helpful assistant.")
-        history: list[ModelMessage] = []
-        for turn in range(1, turns + 1):
-            result = await agent.run(f"Turn {turn}: what is the next step of the plan?", message_history=history)
-            history = result.all_messages()
-            if turn in checkpoints:
-                c = session.cassette
-                data = cas.dumps(finalize(c))
-                alone = msgpack.packb(ModelMessagesTypeAdapter.dump_python(history, mode="json"), use_bin_type=True)
-                naive = sum(
-                    len(msgpack.packb([c.expand(ex.messages), c.messages[ex.response] if ex.response is not None else None], use_bin_type=True))
-                    for ex in c.exchanges
-                )
-                sizes[turn] = (len(data), len(alone), naive)
-    size, alone, naive = sizes[turns]
-    ratio = size / alone
-    line("3 cassette size", fmt_bytes(alone) + " hist", fmt_bytes(size), ratio, "<=1.5", ratio <= 1.5)
-    for t in sorted(sizes):
-        s, a, n = sizes[t]
-        detail(f"{t:>3} turns: cassette {fmt_bytes(s):>9}  history alone {fmt_bytes(a):>9} ({s / a:.2f}x)  "
-               f"naive per-request {fmt_bytes(n):>9} ({n / a:.0f}x)")
+    cassette = finalize(asyncio.run(execute_async(make_scenario(200), Session())))
+    data = cas.dumps(cassette)
+    transcript = json.dumps(cassette.messages, separators=(",", ":")).encode()
+    ratio = len(data) / len(transcript)
+    line("3 cassette size", fmt_bytes(len(transcript)) + " json", fmt_bytes(len(data)), ratio, "<=1.5", ratio <= 1.5)
+    wire = cas.to_wire(cassette)
+    sections = {k: len(msgpack.packb(v, use_bin_type=True)) for k, v in wire.items() if k not in ("format", "version")}
+    detail(f"200 turns, {len(cassette.exchanges)} requests, {len(cassette.messages)} distinct messages; baseline = "
+           "json.dumps of those messages (compact separators)")
+    detail("file by section: " + ", ".join(f"{k} {fmt_bytes(v)}" for k, v in sorted(sections.items(), key=lambda kv: -kv[1]) if v > 64))
 
 
 # --------------------------------------------------------------------------- 4: load speed
@@ -364,9 +428,11 @@ def main() -> int:
         return not only or n in only
 
     if want("1") or want("2"):
-        asyncio.run(bench_overhead(args.quick))
+        bench_overhead(args.quick)
+    if want("2b"):
+        bench_process(args.quick)
     if want("3"):
-        asyncio.run(bench_size(args.quick))
+        bench_size(args.quick)
     if want("4"):
         bench_load(args.quick)
     if want("5"):
