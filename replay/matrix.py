@@ -148,6 +148,9 @@ def cell_from_run(sc: dict[str, Any]) -> Cell:
         cell["result"] = sc["result"]
     cell["violations"] = sc.get("violations", [])
     cell["new_violations"] = sc.get("new_violations", [])
+    cell["wire"] = [_wire_line(w) for w in sc.get("wire") or [] if isinstance(w, dict)]
+    if sc.get("cost"):
+        cell["cost"] = sc["cost"]
     if status != "changed":
         return cell
     reqs = sc.get("requests", [])
@@ -195,6 +198,16 @@ def cell_from_run(sc: dict[str, Any]) -> Cell:
         }
     )
     return cell
+
+
+def _wire_line(w: dict[str, Any]) -> str:
+    """``main[0] wire: reasoning_effort: low → minimal`` from a wire change of ``run --format json``."""
+    from .wire.compare import WireChange
+
+    try:
+        return WireChange(**w).describe(width=40)
+    except TypeError:
+        return "wire changed"
 
 
 def error_cell(reason: str) -> Cell:
@@ -502,6 +515,12 @@ def cell_lines(cell: Cell) -> list[str]:
             lines.append(f"{len(cell['observations'])} observations changed")
         if cell.get("notes"):
             lines.append(f"divergence: {cell['notes'][0]}")
+        wire = cell.get("wire") or []
+        if wire:
+            lines.append(wire[0] + (f" +{len(wire) - 1}" if len(wire) > 1 else ""))
+    cost = cell.get("cost")
+    if isinstance(cost, list) and len(cost) == 2 and cost[1] is not None:
+        lines.append(f"cost ${cost[1]:.4f}" if cost[0] in (None, cost[1]) else f"cost ${cost[0]:.4f}→${cost[1]:.4f}")
     for key, word in (("new_violations", "new violation"), ("violations", "violation")):
         for v in cell.get(key, []):
             where = v.get("role", "") if v.get("index") is None else f"{v.get('role')}[{v.get('index')}]"

@@ -68,6 +68,14 @@ async def responses(run: Run) -> str:
     return (await agent.run("Weather in Oslo?")).output
 
 
+@scenario("wire/reasoning")
+async def reasoning(run: Run) -> str:
+    # pydantic-ai's unified `thinking` setting: each slim maps it to the provider's reasoning effort.
+    agent = Agent(OpenAIChatModel("o3-mini", provider=openai_provider()), instructions="Be brief.",
+                  model_settings={"thinking": "minimal"})
+    return (await agent.run("Two plus two?")).output
+
+
 @scenario("wire/anthropic")
 async def anthropic(run: Run) -> str:
     from pydantic_ai.models.anthropic import AnthropicModel, AnthropicModelSettings
@@ -86,6 +94,7 @@ SCRIPTS: dict[str, list[Reply | str]] = {
     "wire/chat_stream": [Reply.tool_call("get_weather", {"city": "Rome"}, id="call_r1"), "Rome: sunny."],
     "wire/responses": [Reply.tool_call("get_weather", {"city": "Oslo"}, id="call_o1"), "Oslo: sunny."],
     "wire/anthropic": [Reply.tool_call("get_weather", {"city": "Lima"}, id="toolu_l1"), "Lima: sunny."],
+    "wire/reasoning": ["Four."],
 }
 
 
@@ -131,7 +140,7 @@ def test_wire_replay_is_same_with_no_server_no_key(recorded: dict[str, FakeOpenA
     before = {sid: len(srv.requests) for sid, srv in recorded.items()}
     res = cli("run")
     assert res.code == 0, res.out + res.err
-    assert "4 scenarios: 4 same" in res.out, res.out
+    assert "5 scenarios: 5 same" in res.out, res.out
     assert {sid: len(srv.requests) for sid, srv in recorded.items()} == before
 
 
@@ -217,3 +226,34 @@ async def long(run: Run) -> int:
         history = (await agent.run(f"turn {turn}", message_history=history)).all_messages()
     return len(history)
 '''
+
+
+@pytest.mark.slow
+def test_matrix_shows_what_an_older_slim_puts_on_the_wire(
+    recorded: dict[str, FakeOpenAI], project: Path, tmp_path: Path
+) -> None:
+    """Recorded on 0.62.0 (slim 2.62 sends reasoning_effort 'low' for o3-mini's 'minimal'), replayed on 0.54.0.
+
+    No server, no key, no network: the 0.54.0 environment's own OpenAI mapping builds the
+    request and the cassette answers it.
+    """
+    import os
+    import subprocess
+    import sys
+
+    body = request_body(c := load(cassette_path(project / "cassettes", "wire/reasoning")), c.exchanges[0].wire[0])  # type: ignore[index]
+    assert body["reasoning_effort"] == "low"
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update(REPLAY_ENV_DIR=str(tmp_path / "envs"), CI="1", FAKE_BASE_URL=UNROUTABLE)
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "replay", "matrix", "--harness", "0.54.0", "--harness", "0.62.0", "wire/reasoning",
+         "--with", "pydantic-ai-slim[openai]", "--format", "json"],
+        cwd=project, env=env, capture_output=True, text=True, timeout=900, check=False,
+    )
+    doc = json.loads(proc.stdout or "null") or {}
+    cells = doc.get("scenarios", {}).get("wire/reasoning", {})
+    assert cells.get("0.62.0", {}).get("status") == "same", proc.stdout + proc.stderr
+    old = cells.get("0.54.0", {})
+    assert old.get("status") == "changed", proc.stdout + proc.stderr
+    assert "main[0] wire: reasoning_effort: low → minimal" in old.get("wire", []), old
