@@ -148,7 +148,9 @@ def cell_from_run(sc: dict[str, Any]) -> Cell:
         cell["result"] = sc["result"]
     cell["violations"] = sc.get("violations", [])
     cell["new_violations"] = sc.get("new_violations", [])
-    cell["wire"] = [_wire_line(w) for w in sc.get("wire") or [] if isinstance(w, dict)]
+    wire = [_wire_line(w) for w in sc.get("wire") or [] if isinstance(w, dict)]
+    if wire:
+        cell["wire"] = wire
     if sc.get("cost"):
         cell["cost"] = sc["cost"]
     if status != "changed":
