@@ -393,6 +393,47 @@ def bench_matrix(quick: bool) -> None:
         shutil.rmtree(out, ignore_errors=True)
 
 
+# --------------------------------------------------------------------------- 7: start-up (imports)
+
+
+def bench_imports(quick: bool) -> None:
+    """Commands that need no pydantic-ai must not pay for importing it; pytest must not pay for the plugin."""
+    python = sys.executable
+    replay_exe = str(Path(python).parent / "replay")
+    small = ROOT / "cassettes" / "coverage" / "tool_call.cassette"
+    work = Path(tempfile.mkdtemp(prefix="replay-bench-imports-"))
+    (work / "pytest.ini").write_text("[pytest]\n")
+    (work / "test_plain.py").write_text("def test_plain():\n    assert 1 + 1 == 2\n")
+
+    def proc(*cmd: str) -> Callable[[], None]:
+        def go() -> None:
+            subprocess.run(list(cmd), check=True, capture_output=True, cwd=work if cmd[1:3] == ("-m", "pytest") else ROOT)
+        return go
+
+    rounds = 5 if quick else 9
+    try:
+        samples = interleave({
+            "import pydantic_ai": proc(python, "-c", "import pydantic_ai"),
+            "replay --help": proc(replay_exe, "--help"),
+            "replay show": proc(replay_exe, "show", str(small)),
+        }, rounds, clock=time.perf_counter)
+        ratio_line("7a replay --help", samples, "import pydantic_ai", "replay --help", 0.15, sec)
+        ratio_line("7b replay show", samples, "import pydantic_ai", "replay show", 0.3, sec)
+        detail(f"whole processes, wall time; baseline `python -c 'import pydantic_ai'`; show of a {small.stat().st_size} B cassette")
+        samples = interleave({
+            "without plugin": proc(python, "-m", "pytest", "-q", "-p", "no:replay", "test_plain.py"),
+            "with plugin": proc(python, "-m", "pytest", "-q", "test_plain.py"),
+        }, rounds, clock=time.perf_counter)
+        ratio_line("7c pytest + plugin", samples, "without plugin", "with plugin", 1.05, sec)
+        detail("pytest on one test that uses no cassette, with the harness-replay plugin vs `-p no:replay`")
+        loaded = subprocess.run([python, "-c", "import sys, replay.plugin; print(sorted({m.split('.')[0] for m in sys.modules} & "
+                                 "{'pydantic', 'pydantic_core', 'pydantic_ai', 'deepdiff', 'rich', 'msgpack'}))"],
+                                capture_output=True, text=True, check=True).stdout.strip()
+        detail(f"heavy modules imported by loading the plugin: {loaded}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -439,6 +480,8 @@ def main() -> int:
         bench_diff(args.quick)
     if want("6"):
         bench_matrix(args.quick)
+    if want("7"):
+        bench_imports(args.quick)
     failed = [name for name, ok in RESULTS if ok is False]
     print(f"total {time.perf_counter() - started:.0f}s; {len(RESULTS) - len(failed)}/{len(RESULTS)} not failing"
           + (f"; FAILED: {', '.join(failed)}" if failed else ""), flush=True)

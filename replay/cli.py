@@ -10,20 +10,21 @@ import json
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from . import _pipeline
-from .cassette import iter_cassettes, load
 from .config import Config, limits, load_config
 from .errors import ReplayError, ReplayUsageError
-from .reporter import ScenarioReport, emit
+
+if TYPE_CHECKING:
+    from .reporter import ScenarioReport
 
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain click help: rich's help renderer costs more to import than all of `replay --help` may
     help="Record, replay and diff the model traffic of pydantic-ai agents and harness capabilities.",
 )
 
@@ -78,6 +79,7 @@ def _discover(targets: list[str] | None, config: Config, failures: list[Any] | N
 
 def _import_errors(failures: list[Any], found: list[Any]) -> list[ScenarioReport]:
     """One error report per scenario of a file that failed to import (the file itself if its ids are unknown)."""
+    from .reporter import ScenarioReport
     have = {sc.id for sc in found}
     out: dict[str, ScenarioReport] = {}
     for f in failures:
@@ -137,6 +139,7 @@ def record(
     ] = None,
 ) -> None:
     """Run scenarios against their models and write one cassette per scenario."""
+    from . import _pipeline
     config = _config()
     scenarios = _discover(targets, config)
     if check_determinism is not None:
@@ -180,6 +183,8 @@ def run(
     ] = Level.wire,
 ) -> None:
     """Replay scenarios on the installed harness from their cassettes and diff what they send now."""
+    from . import _pipeline
+    from .reporter import emit
     config = _config()
     from .replayer import offline
 
@@ -215,6 +220,7 @@ def run(
 
 def _warn_orphans(directory: Path, ids: set[str]) -> None:
     """Cassettes no scenario claims any more (renamed or deleted): said on stderr, not a failure."""
+    from .cassette import iter_cassettes
     if not directory.is_dir():
         return
     orphans = [p for p in iter_cassettes(directory) if str(p.relative_to(directory).with_suffix("")) not in ids]
@@ -232,6 +238,8 @@ def diff_cmd(
     ignore: IgnoreOpt = None,
 ) -> None:
     """Compare two cassettes (or two directories of them, paired by scenario) and summarise what changed."""
+    from . import _pipeline
+    from .reporter import emit
     config = _config()
     rules = _pipeline.rules_from(config, ignore or ())
     if a.is_dir() and b.is_dir():
@@ -258,6 +266,9 @@ def check(
     fmt: FormatOpt = Fmt.text,
 ) -> None:
     """Check recordings for invariant violations (no second version needed)."""
+    from . import _pipeline
+    from .cassette import iter_cassettes
+    from .reporter import emit
     config = _config()
     _import_checks(config)
     base = cassettes or config.cassettes
@@ -301,6 +312,7 @@ def show(
     normalized: Annotated[bool, typer.Option("--normalized", "--normalised", help="Show the normalised form.")] = False,
 ) -> None:
     """Print a cassette readably (also usable as a git textconv)."""
+    from .cassette import load
     from .scrub import redact
     from .show import render_json, render_text
 
@@ -314,6 +326,7 @@ def show(
 @app.command(name="ls")
 def ls_cmd(directory: Annotated[Path | None, typer.Argument(help="Cassette directory.")] = None) -> None:
     """List cassettes with their scenario, versions and request counts."""
+    from .cassette import iter_cassettes, load
     base = directory or _config().cassettes
     if not base.is_dir():
         raise ReplayUsageError(f"{base}: no such directory")

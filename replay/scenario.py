@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, overload
 
-from pydantic_core import to_jsonable_python
-
 from .errors import ReplayUsageError
 
 Mode = Literal["record", "replay"]
@@ -93,14 +91,14 @@ class Run:
     def observe(self, name: str, value: Any) -> None:
         """Record a JSON-able value under ``name``; repeated names are kept in order."""
         try:
-            jsonable = to_jsonable_python(value)
+            jsonable = _jsonable(value)
         except Exception as exc:  # pydantic_core raises PydanticSerializationError
             raise ReplayUsageError(f"run.observe({name!r}, ...): value is not JSON-able: {exc}") from exc
         self.observations.append(Observation(name, jsonable))
 
     def expect(self, name: str, value: Any) -> None:
         """Declare the value the observation ``name`` must have; ``replay check`` enforces it."""
-        self.expectations[name] = to_jsonable_python(value)
+        self.expectations[name] = _jsonable(value)
 
     def observe_messages(self, name: str, messages: Any, *, source: Any = None) -> None:
         """Hand a message history that never reaches a model to the checks.
@@ -138,6 +136,12 @@ class Run:
     @property
     def recording(self) -> bool:
         return self.mode == "record"
+
+
+def _jsonable(value: Any) -> Any:
+    from pydantic_core import to_jsonable_python  # here, not at import: the pytest plugin imports this package
+
+    return to_jsonable_python(value)
 
 
 _REGISTRY: dict[str, Scenario] = {}

@@ -16,6 +16,28 @@ def test_every_public_name_resolves() -> None:
 
 def test_plugin_import_pulls_in_nothing_heavy() -> None:
     """Every pytest run of a project with harness-replay installed loads the plugin."""
-    code = "import replay.plugin, sys; print(sorted(m for m in ('deepdiff', 'pydantic_ai', 'rich') if m in sys.modules))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    assert _heavy_after("import replay.plugin") == "[]"
+
+
+HEAVY = ("deepdiff", "pydantic_ai", "rich", "pydantic", "pydantic_core", "msgpack")
+
+
+def _heavy_after(code: str) -> str:
+    probe = f"{code}\nimport sys; print(sorted(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    return done.stderr.strip().splitlines()[-1]
+
+
+def test_cli_help_pulls_in_nothing_heavy() -> None:
+    """`replay --help` (and typing a command wrong) should be instant, not wait for pydantic-ai."""
+    code = "import sys; sys.argv = ['replay', '--help']\nfrom replay.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass"
+    assert _heavy_after(code) == "[]"
+
+
+def test_cli_show_does_not_import_pydantic_ai() -> None:
+    from pathlib import Path
+
+    cassette = Path(__file__).resolve().parents[2] / "cassettes" / "coverage" / "tool_call.cassette"
+    code = f"import sys; sys.argv = ['replay', 'show', {str(cassette)!r}]\nfrom replay.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass"
+    heavy = _heavy_after(code)
+    assert "pydantic_ai" not in heavy and "deepdiff" not in heavy and "rich" not in heavy, heavy
