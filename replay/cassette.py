@@ -58,6 +58,10 @@ class Header(_Model):
     created_at: str = ""
     roles: dict[str, str] = Field(default_factory=dict)
     """Role → where its agent was built (module), so a renamed inner agent is explainable."""
+    schema_defaults: dict[str, Any] | None = None
+    """Declared defaults of the recording version's message/part/parameter classes
+    (``replay.normaliser._schema``): a field at its default equals the field missing. None in
+    cassettes recorded before this existed; the normaliser then uses the installed version's."""
 
 
 class WireRecord(_Model):

@@ -42,6 +42,7 @@ from .cassette import (
     ObservationRecord,
     Outcome,
 )
+from .normaliser._schema import installed_schema
 from .scenario import Mode, Run, Scenario
 from .wire.capture import WireSlot, call_scope
 from .wire.store import to_records
@@ -473,6 +474,7 @@ def _static_header() -> dict[str, Any]:
         "pydantic_version": _version("pydantic"),
         "python_version": platform.python_version(),
         "platform": f"{sys.platform}-{platform.machine()}",
+        "schema_defaults": installed_schema(),
     }
 
 

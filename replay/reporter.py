@@ -12,7 +12,7 @@ from xml.sax.saxutils import escape, quoteattr
 from rich.console import Console
 from rich.markup import escape as rich_escape
 
-from .differ import Change, Diff, RequestDiff
+from .differ import Change, Diff, Entry, RequestDiff
 
 Format = Literal["text", "json", "markdown", "junit"]
 Status = Literal["same", "changed", "error"]
@@ -57,6 +57,10 @@ def change_json(c: Change) -> dict[str, Any]:
     return {"path": c.path, "kind": c.kind, "old": c.old, "new": c.new}
 
 
+def entry_json(e: Entry) -> dict[str, Any]:
+    return {"kind": e.kind, "path": e.path, "label": e.label, "detail": e.detail}
+
+
 def request_json(r: RequestDiff) -> dict[str, Any]:
     return {
         "role": r.role,
@@ -66,6 +70,7 @@ def request_json(r: RequestDiff) -> dict[str, Any]:
         "estimate": [r.estimate_a, r.estimate_b],
         "lost": r.lost,
         "gained": r.gained,
+        "entries": [entry_json(e) for e in r.entries],
         "changes": [change_json(c) for c in r.changes],
     }
 
@@ -172,10 +177,7 @@ def diff_lines(d: Diff, *, details: bool = True, max_changes: int = 12) -> list[
         if r.estimate_a is not None and r.estimate_b is not None and r.estimate_a != r.estimate_b:
             head += f", estimate {r.estimate_a}→{r.estimate_b}"
         lines.append(head)
-        if r.lost:
-            lines.append("  lost: " + ", ".join(r.lost))
-        if r.gained:
-            lines.append("  gained: " + ", ".join(r.gained))
+        lines += ["  " + entry_line(e) for e in r.entries if e.kind != "changed"]
         for c in r.changes[:max_changes]:
             if c.kind == "changed" or c.kind == "type":
                 old, new = _pair(c.old, c.new)
@@ -204,6 +206,15 @@ def _economics(d: Diff, max_changes: int) -> list[str]:
         change = f" ({(b_cost - a_cost) / a_cost:+.0%})" if a_cost else ""
         lines.append(f"estimated cost ${a_cost:.4f} → ${b_cost:.4f}{change}")
     return lines
+
+
+_ENTRY_VERB = {"removed": "- removed", "inserted": "+ inserted", "moved": "~ moved", "rewrapped": "~ rewrapped"}
+
+
+def entry_line(e: Entry) -> str:
+    """``- removed messages[3]: U2`` / ``~ rewrapped messages[0].parts[0→1] (system-prompt → compaction): …``."""
+    detail = f" ({e.detail})" if e.detail else ""
+    return f"{_ENTRY_VERB.get(e.kind, e.kind)} {e.path}{detail}: {_short(e.label)}"
 
 
 _STYLE = {"same": "green", "changed": "yellow", "error": "red"}

@@ -24,13 +24,23 @@ def test_identical_is_unchanged() -> None:
     assert not d.changed and d.requests == []
 
 
-def test_change_is_named_by_role_index_and_path() -> None:
+def test_a_different_message_is_a_loss_and_a_gain() -> None:
     d = diff(cassette([["U1"], ["U1", "U2"]]), cassette([["U1"], ["U1", "U9"]]))
     assert d.changed
     (req,) = d.requests
     assert req.label == "main[1]"
+    assert [(e.kind, e.path, e.label) for e in req.entries] == [
+        ("removed", "messages[1]", "U2"), ("inserted", "messages[1]", "U9")
+    ]
+    assert req.changes == [] and req.lost == ["U2"] and req.gained == ["U9"]
+
+
+def test_an_edited_message_is_named_by_role_index_and_path() -> None:
+    d = diff(cassette([["U1"], ["U1", "please add two and three"]]), cassette([["U1"], ["U1", "please add two and four"]]))
+    (req,) = d.requests
+    assert [(e.kind, e.path) for e in req.entries] == [("changed", "messages[1]")]
     assert [c.path for c in req.changes] == ["main[1].messages[1].parts[0].content"]
-    assert req.lost == ["U2"] and req.gained == ["U9"]
+    assert req.lost == [] and req.gained == []
 
 
 def test_counts_estimates_and_outcome() -> None:

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from replay.normaliser import Normaliser, Rules
+import dataclasses
+from typing import Literal
+
+from replay.cassette import Cassette, CassetteBuilder, Exchange, Header
+from replay.normaliser import Normaliser, Rules, normalise
+from replay.normaliser._schema import compile_schema, describe, installed_schema, merge
 
 
 def test_volatile_keys_are_dropped_everywhere() -> None:
@@ -52,3 +57,67 @@ def test_ignore_rules_by_key_and_by_path() -> None:
     assert rules.ignores("main[3].settings.temperature")
     assert not rules.ignores("main[0].messages[2].parts[0].content")
     assert not rules.ignores("summarizing_compaction[0].settings")
+
+
+# --------------------------------------------------------------------------- declared defaults (schema growth)
+
+
+
+
+def _params(instruction: dict[str, object], schema: dict[str, object] | None) -> Cassette:
+    b = CassetteBuilder(Header(scenario_id="unit/s", schema_defaults=schema))
+    params = {"function_tools": [], "output_mode": "text", "allow_text_output": True, "instruction_parts": [instruction]}
+    b.cassette.exchanges.append(Exchange(seq=0, role="main", index=0, kind="request", parameters=b.blob(params)))
+    return b.cassette
+
+
+def test_installed_schema_is_read_from_the_classes_not_a_list() -> None:
+    schema = installed_schema()
+    classes = schema["classes"]
+    assert classes["InstructionPart"] == {"defaults": {"on_change": "rewrite"}, "tag": ["part_kind", "instruction"]}
+    assert classes["ModelRequestParameters"]["defaults"] == {"output_mode": "text", "allow_text_output": True}
+    assert classes["ModelRequestParameters"]["nested"]["instruction_parts"] == ["InstructionPart"]
+    assert schema["roots"]["message"] == ["ModelRequest", "ModelResponse"]
+
+
+def test_field_at_its_declared_default_equals_the_field_missing() -> None:
+    old = _params({"content": "be brief", "part_kind": "instruction"}, None)  # a version before on_change
+    new = _params({"content": "be brief", "on_change": "rewrite", "part_kind": "instruction"}, installed_schema())
+    assert normalise(old).requests == normalise(new).requests
+    changed = _params({"content": "be brief", "on_change": "append", "part_kind": "instruction"}, installed_schema())
+    assert normalise(changed).requests["main"][0].body["parameters"]["instruction_parts"][0]["on_change"] == "append"
+
+
+def test_defaults_apply_only_where_the_class_is() -> None:
+    # a tool's arguments that happen to hold on_change='rewrite' are the user's data, not a default
+    n = Normaliser(schema=compile_schema(installed_schema()))
+    message = {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "t", "args": {"on_change": "rewrite"}}]}
+    assert n.root(message, "message")["parts"][0]["args"] == {"on_change": "rewrite"}
+    request = {"kind": "request", "state": "complete", "parts": [{"part_kind": "system-prompt", "content": "x", "scope": "conversation"}]}
+    assert n.root(request, "message") == {"kind": "request", "parts": [{"part_kind": "system-prompt", "content": "x"}]}
+
+
+@dataclasses.dataclass
+class _Part:
+    content: str
+    mode: str = "old"
+    part_kind: Literal["p"] = "p"
+
+
+def test_each_side_keeps_its_own_defaults_and_borrows_the_others() -> None:
+    old = describe({"message": [_Part]})
+    assert old["classes"]["_Part"] == {"defaults": {"mode": "old"}, "tag": ["part_kind", "p"]}
+    new = {"roots": {"message": ["_Part"]}, "classes": {"_Part": {"defaults": {"mode": "new", "extra": "x"}, "tag": ["part_kind", "p"]}}}
+    mine = merge(old, new)
+    assert mine["classes"]["_Part"]["defaults"] == {"mode": "old", "extra": "x"}  # own wins, the other's fields added
+    n = Normaliser(schema=compile_schema(mine))
+    assert n.root({"part_kind": "p", "content": "c", "mode": "old", "extra": "x"}, "message") == {"part_kind": "p", "content": "c"}
+    assert n.root({"part_kind": "p", "content": "c", "mode": "new"}, "message")["mode"] == "new"
+    assert n.root({"part_kind": "q", "content": "c", "mode": "old"}, "message")["mode"] == "old"  # another class
+
+
+def test_a_malformed_schema_in_a_header_is_ignored_not_fatal() -> None:
+    for junk in (None, [], {"classes": 3}, {"classes": {"X": {"defaults": [1], "nested": {"f": "Y"}, "tag": 5}}, "roots": {"message": "X"}},
+                 {"classes": {"A": {"nested": {"f": ["A"]}, "defaults": {"d": "v"}}}, "roots": {"message": ["A", 7]}}):
+        n = Normaliser(schema=compile_schema(junk))  # type: ignore[arg-type]
+        assert n.root({"f": {"f": {"d": "v"}}, "d": "w"}, "message") is not None

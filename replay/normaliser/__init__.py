@@ -2,14 +2,16 @@
 
 Removes what changes on every run (timestamps, run and conversation ids, generated
 tool-call ids, harness ``*created_at`` metadata, provider response ids) and what only
-changes by schema growth (a field added with a None/empty default compares equal to the
-field missing). Generated ids are aliased to ordinals rather than dropped, so a tool call
-and its return still have to pair up.
+changes by schema growth: a field equal to an empty default (None, ``[]``, ``0``...) or to
+the default its class declares in the version that wrote the cassette (see ``_schema``)
+compares equal to the field missing. Generated ids are aliased to ordinals rather than
+dropped, so a tool call and its return still have to pair up.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import functools
 import hashlib
 import re
 from collections.abc import Iterable
@@ -18,7 +20,8 @@ from typing import Any
 
 import msgpack
 
-from .cassette import Cassette, Exchange
+from ..cassette import Cassette, Exchange
+from ._schema import EMPTY, Choice, Schema, compile_schema, installed_schema, merge
 
 VOLATILE_KEYS = frozenset(
     {
@@ -108,13 +111,18 @@ def _empty(value: Any) -> bool:
 class Normaliser:
     """Normalises the values of one cassette (one instance per cassette: aliases are per cassette)."""
 
-    def __init__(self, rules: Rules = Rules()) -> None:
+    def __init__(self, rules: Rules = Rules(), schema: Schema = EMPTY) -> None:
         self.rules = rules
         self._ignore_keys = rules.keys
         self.aliases = Aliases()
+        self.schema = schema
 
-    def value(self, value: Any) -> Any:
+    def value(self, value: Any, kind: Choice | None = None) -> Any:
+        """``value`` normalised; ``kind`` says which classes it may be an instance of (for defaults)."""
         if isinstance(value, dict):
+            cls = kind.pick(value) if kind is not None else None
+            defaults = cls.defaults if cls is not None else None
+            nested = cls.nested if cls is not None else None
             out: dict[str, Any] = {}
             for key, item in value.items():
                 if key in VOLATILE_KEYS or key.endswith("created_at") or key in self._ignore_keys:
@@ -122,15 +130,35 @@ class Normaliser:
                 if key in _ID_KEYS and isinstance(item, str) and _GENERATED_ID.match(item):
                     out[key] = self.aliases.tool_id(item)
                     continue
-                norm = self.value(item)
+                if defaults and key in defaults and item == defaults[key] and type(item) is type(defaults[key]):
+                    continue
+                norm = self.value(item, nested.get(key) if nested else None)
                 if not _empty(norm):
                     out[key] = norm
             return out
         if isinstance(value, list):
-            return [self.value(item) for item in value]
+            return [self.value(item, kind) for item in value]
         if isinstance(value, str):
             return self.aliases.text(value)
         return value
+
+    def root(self, value: Any, name: str) -> Any:
+        """Normalise a value of a known root kind (``message``, ``parameters``, ``usage``)."""
+        return self.value(value, self.schema.root(name))
+
+
+def schema_for(cassette: Cassette, other: Cassette | None = None) -> Schema:
+    """The defaults to strip from ``cassette``: its recording version's, plus ``other``'s for fields it never knew.
+
+    A cassette recorded before headers carried defaults is read with the installed version's.
+    """
+    own = cassette.header.schema_defaults
+    theirs = other.header.schema_defaults if other is not None else None
+    if own is None or (other is not None and theirs is None):
+        installed = installed_schema()
+        own = own if own is not None else installed
+        theirs = theirs if theirs is not None or other is None else installed
+    return compile_schema(merge(own, theirs))
 
 
 def digest(value: Any) -> bytes:
@@ -146,6 +174,8 @@ class NormalRequest:
     kind: str
     body: dict[str, Any]
     digest: bytes
+    message_ids: list[int] = field(default_factory=list)
+    """Indices of ``body["messages"]`` in the normalised message table (for their digests)."""
 
 
 @dataclass
@@ -153,11 +183,33 @@ class NormalCassette:
     scenario_id: str | None
     header: dict[str, Any]
     requests: dict[str, list[NormalRequest]]
-    runs: list[dict[str, Any]]
     outcome: dict[str, Any]
     observations: list[dict[str, Any]]
     expectations: dict[str, Any]
     source: Cassette
+    messages: list[Any] = field(default_factory=list, repr=False)
+    """The normalised message table (requests and runs refer into it)."""
+    message_digests: list[bytes] = field(default_factory=list, repr=False)
+    normaliser: Normaliser | None = field(default=None, repr=False)
+
+    @functools.cached_property
+    def runs(self) -> list[dict[str, Any]]:
+        """Agent runs with their histories expanded: built on first use only.
+
+        The differ never reads them; expanding every run's full history costs most of a large
+        cassette's normalisation, so ``show``/determinism pay for it and ``diff`` does not.
+        """
+        n = self.normaliser or Normaliser()
+        out = []
+        for run in self.source.runs:
+            head = n.value({"role": run.role, "prompt": run.prompt, "output": run.output,
+                            "error": run.error.model_dump() if run.error else None})
+            entry = {"role": head.get("role"), "prompt": head.get("prompt"),
+                     "history": [self.messages[i] for i in run.history],
+                     "result": [self.messages[i] for i in run.result],
+                     "output": head.get("output"), "error": head.get("error")}
+            out.append({k: v for k, v in entry.items() if not _empty(v)})
+        return out
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -174,42 +226,35 @@ class NormalCassette:
 _COMPARED_HEADER = ("scenario_id", "harness_version", "slim_version", "mode")
 
 
-def normalise(cassette: Cassette, rules: Rules = Rules()) -> NormalCassette:
+def normalise(cassette: Cassette, rules: Rules = Rules(), schema: Schema | None = None) -> NormalCassette:
     """Normalise every table entry once, then assemble requests from them.
 
     Requests share most of their messages, so normalising the table (not each request's
-    expanded history) keeps this linear in the cassette's size.
+    expanded history) keeps this linear in the cassette's size. ``schema`` defaults to the
+    cassette's own recorded defaults (:func:`schema_for`); the differ passes both sides' merged.
     """
-    n = Normaliser(rules)
-    messages = [n.value(m) for m in cassette.messages]
+    n = Normaliser(rules, schema if schema is not None else schema_for(cassette))
+    message_kind = n.schema.root("message")
+    messages = [n.value(m, message_kind) for m in cassette.messages]
     message_digests = [digest(m) for m in messages]
-    blobs = [n.value(b) for b in cassette.blobs]
+    params = {ex.parameters for ex in cassette.exchanges if ex.parameters is not None}
+    parameters_kind = n.schema.root("parameters")
+    blobs = [n.value(b, parameters_kind if i in params else None) for i, b in enumerate(cassette.blobs)]
     requests: dict[str, list[NormalRequest]] = {}
     for ex in cassette.exchanges:
         body, key = _request(ex, cassette, messages, message_digests, blobs, n)
-        requests.setdefault(ex.role, []).append(NormalRequest(ex.role, ex.index, ex.kind, body, key))
-    runs = [
-        n.value(
-            {
-                "role": run.role,
-                "prompt": run.prompt,
-                "history": [messages[i] for i in run.history],
-                "result": [messages[i] for i in run.result],
-                "output": run.output,
-                "error": run.error.model_dump() if run.error else None,
-            }
-        )
-        for run in cassette.runs
-    ]
+        requests.setdefault(ex.role, []).append(NormalRequest(ex.role, ex.index, ex.kind, body, key, ex.messages))
     return NormalCassette(
         scenario_id=cassette.header.scenario_id,
         header={k: getattr(cassette.header, k) for k in _COMPARED_HEADER},
         requests=requests,
-        runs=runs,
         outcome=n.value(cassette.outcome.model_dump()) or {"status": "ok"},
         observations=[{"name": o.name, "value": n.value(o.value)} for o in cassette.observations],
         expectations=n.value(cassette.expectations),
         source=cassette,
+        messages=messages,
+        message_digests=message_digests,
+        normaliser=n,
     )
 
 
@@ -234,7 +279,7 @@ def _request(
     if ex.response is not None:
         body["response"] = messages[ex.response]
     if ex.usage:
-        body["usage"] = n.value(ex.usage)
+        body["usage"] = n.root(ex.usage, "usage")
     if ex.error is not None:
         body["error"] = ex.error.model_dump()
     key = digest(

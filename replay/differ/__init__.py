@@ -1,0 +1,388 @@
+"""Compare two cassettes: per role, request by request, then message by message.
+
+Requests are paired per role by ordinal; identical requests are recognised by digest and
+skipped. Inside a request that differs, messages are aligned by content (``_align``): an
+inserted message is one "inserted" entry, not a cascade of changed paths, and a summary that
+changed wrapper is "rewrapped", not lost. Field diffs (DeepDiff) are computed only inside
+messages and parts that changed, once per distinct pair (memoised by digest), so a change
+repeated in every request costs one comparison. The result is data (a :class:`Diff`); the
+reporter decides how it reads.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from deepdiff import DeepDiff
+
+from ..cassette import Cassette
+from ..normaliser import NormalCassette, NormalRequest, Rules, digest, normalise, schema_for
+from ..wire.cache import CacheChange, Price, RequestCost, Tokens, request_costs, total
+from ..wire.cache import compare as compare_cache
+from ..wire.compare import WireChange
+from ..wire.compare import compare as compare_wire
+from ._align import EntryKind, align, shape_of, text_of
+
+ChangeKind = Literal["changed", "added", "removed", "type"]
+
+
+@dataclass(frozen=True)
+class Change:
+    path: str
+    kind: ChangeKind
+    old: Any = None
+    new: Any = None
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A message or part that is not in the same place with the same content on both sides.
+
+    ``path`` is relative to the request (``messages[3]``, ``messages[0].parts[1→2]``: an arrow
+    joins A's index to B's where they differ). ``detail`` names the wrappers of a rewrapped item.
+    """
+
+    kind: EntryKind
+    path: str
+    label: str
+    detail: str = ""
+
+
+@dataclass
+class RequestDiff:
+    """One request that differs; ``status`` says whether it exists on both sides."""
+
+    role: str
+    index: int
+    status: Literal["changed", "added", "removed"]
+    changes: list[Change] = field(default_factory=list)
+    estimate_a: int | None = None
+    estimate_b: int | None = None
+    messages_a: int | None = None
+    messages_b: int | None = None
+    entries: list[Entry] = field(default_factory=list)
+    """Messages and parts removed, inserted, moved, rewrapped or changed (aligned by content)."""
+
+    @property
+    def label(self) -> str:
+        return f"{self.role}[{self.index}]"
+
+    @property
+    def lost(self) -> list[str]:
+        """What A's request carried and B's no longer does: removed messages and parts only
+        (a moved or rewrapped one is still there)."""
+        return [e.label for e in self.entries if e.kind == "removed"]
+
+    @property
+    def gained(self) -> list[str]:
+        return [e.label for e in self.entries if e.kind == "inserted"]
+
+
+@dataclass(frozen=True)
+class RoleCount:
+    role: str
+    a: int
+    b: int
+
+
+@dataclass(frozen=True)
+class MainRequest:
+    """Size of one main-agent request on both sides: the figures users track."""
+
+    role: str
+    index: int
+    messages_a: int | None
+    messages_b: int | None
+    estimate_a: int | None
+    estimate_b: int | None
+
+
+@dataclass
+class Diff:
+    scenario_id: str | None
+    a_label: str
+    b_label: str
+    roles: list[RoleCount]
+    requests: list[RequestDiff]
+    main_requests: list[MainRequest]
+    outcome: tuple[dict[str, Any], dict[str, Any]] | None
+    observations: list[Change]
+    notes: list[str] = field(default_factory=list)
+    """Divergences from the replay (exhausted roles, unused recorded requests, blocked network)."""
+    new_violations: list[Any] = field(default_factory=list)
+    versions: tuple[str, str] = ("", "")
+    """``harness X, slim Y`` of each side, so a report says what it compared."""
+    warnings: list[str] = field(default_factory=list)
+    """Worth knowing, not a behavioural change (e.g. the scenario's source was edited since recording)."""
+    wire: list[WireChange] = field(default_factory=list)
+    """Differences in what provider models put on the wire (HTTP request bodies), beside the message level."""
+    cache: list[CacheChange] = field(default_factory=list)
+    """Requests whose cacheable prompt prefix moved (a consequence of message changes, not a change itself)."""
+    tokens: tuple[Tokens, Tokens] | None = None
+    """Input (cached and not) and output tokens of each side, from the same estimate."""
+    cost: tuple[float | None, float | None] | None = None
+    """Estimated dollars of each side, where ``[tool.replay] prices`` knows the models (see :meth:`price`)."""
+    request_costs: tuple[list[RequestCost], list[RequestCost]] = field(default=([], []), repr=False)
+
+    def price(self, prices: dict[str, Price]) -> None:
+        """Turn both sides' token figures into dollars with a price table."""
+        if prices:
+            self.cost = (total(self.request_costs[0], prices), total(self.request_costs[1], prices))
+
+    @property
+    def changed(self) -> bool:
+        return bool(
+            self.requests
+            or self.outcome
+            or self.observations
+            or self.notes
+            or self.new_violations
+            or self.wire
+            or any(r.a != r.b for r in self.roles)
+        )
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(path: str) -> list[Any]:
+    """Sort key that puts ``messages[2]`` before ``messages[10]``."""
+    return [int(t) if t.isdigit() else t for t in _DIGITS.split(path)]
+
+
+def _index(a: int | None, b: int | None) -> str:
+    if a is None or b is None or a == b:
+        return f"[{a if b is None else b}]"
+    return f"[{a}→{b}]"
+
+
+def _join(prefix: str, parts: list[Any]) -> str:
+    out = prefix
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else f".{p}" if out else str(p)
+    return out
+
+
+_KINDS: dict[str, ChangeKind] = {
+    "values_changed": "changed",
+    "type_changes": "type",
+    "dictionary_item_added": "added",
+    "dictionary_item_removed": "removed",
+    "iterable_item_added": "added",
+    "iterable_item_removed": "removed",
+}
+
+
+def _changes(prefix: str, a: Any, b: Any) -> list[Change]:
+    """Field diffs of two small values, paths under ``prefix``."""
+    dd = DeepDiff(a, b, view="tree", verbose_level=2, threshold_to_diff_deeper=0)
+    out: list[Change] = []
+    for report, items in dd.tree.items():
+        kind = _KINDS.get(report, "changed")
+        for item in items:
+            old = None if kind == "added" else item.t1
+            new = None if kind == "removed" else item.t2
+            out.append(Change(_join(prefix, item.path(output_format="list")), kind, old, new))
+    return out
+
+
+def message_label(message: dict[str, Any]) -> str:
+    """A short human label for a message: its text, or its part kinds."""
+    texts: list[str] = []
+    for part in message.get("parts", []):
+        content = part.get("content")
+        if isinstance(content, list):
+            content = " ".join(str(c.get("content", c)) if isinstance(c, dict) else str(c) for c in content)
+        if isinstance(content, str) and content.strip():
+            texts.append(content.strip())
+        elif part.get("tool_name"):
+            texts.append(f"{part.get('part_kind', 'part')}:{part['tool_name']}")
+    text = " ".join(" ".join(texts).split()) or message.get("kind", "message")
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _part_label(part: Any) -> str:
+    return message_label({"parts": [part]}) if isinstance(part, dict) else _short_text(part)
+
+
+def _short_text(value: Any) -> str:
+    text = " ".join(str(value).split())
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+Pair = tuple[list[Entry], list[Change]]
+"""Entries and field changes of one aligned pair, paths relative to the pair."""
+
+
+class _Differ:
+    """Compares aligned items, memoising every distinct (digest A, digest B) pair."""
+
+    def __init__(self) -> None:
+        self._messages: dict[tuple[bytes, bytes], Pair] = {}
+        self._rest: dict[tuple[bytes, bytes], list[Change]] = {}
+
+    def message_pair(self, a: dict[str, Any], b: dict[str, Any], key: tuple[bytes, bytes]) -> Pair:
+        found = self._messages.get(key)
+        if found is None:
+            found = self._messages[key] = self._message_pair(a, b)
+        return found
+
+    def _message_pair(self, a: dict[str, Any], b: dict[str, Any]) -> Pair:
+        pa, pb = a.get("parts"), b.get("parts")
+        if not isinstance(pa, list) or not isinstance(pb, list):
+            return [], _changes("", a, b)
+        changes = _changes("", {k: v for k, v in a.items() if k != "parts"}, {k: v for k, v in b.items() if k != "parts"})
+        entries: list[Entry] = []
+        for p in align(pa, pb, [digest(x) for x in pa], [digest(x) for x in pb]):
+            where = "parts" + _index(p.a, p.b)
+            if p.kind == "changed":
+                assert p.a is not None and p.b is not None
+                changes += _changes(where, pa[p.a], pb[p.b])
+            else:
+                entries.append(_entry(p.kind, where, pa, pb, p.a, p.b, _part_label))
+        return entries, changes
+
+    def request(self, role: str, index: int, qa: NormalRequest, qb: NormalRequest, na: NormalCassette,
+                nb: NormalCassette, rules: Rules) -> tuple[list[Entry], list[Change]]:
+        prefix = f"{role}[{index}]"
+        ma, mb = qa.body.get("messages", []), qb.body.get("messages", [])
+        ka, kb = [na.message_digests[i] for i in qa.message_ids], [nb.message_digests[i] for i in qb.message_ids]
+        entries: list[Entry] = []
+        changes: list[Change] = []
+        for p in align(ma, mb, ka, kb):
+            where = "messages" + _index(p.a, p.b)
+            if p.kind == "changed":
+                assert p.a is not None and p.b is not None
+                sub_entries, sub_changes = self.message_pair(ma[p.a], mb[p.b], (ka[p.a], kb[p.b]))
+                entries.append(Entry("changed", where, message_label(ma[p.a])))
+                entries += [Entry(e.kind, f"{where}.{e.path}", e.label, e.detail) for e in sub_entries]
+                changes += [Change(f"{prefix}.{where}{_dot(c.path)}", c.kind, c.old, c.new) for c in sub_changes]
+            else:
+                entries.append(_entry(p.kind, where, ma, mb, p.a, p.b, message_label))
+        rest_a = {k: v for k, v in qa.body.items() if k != "messages"}
+        rest_b = {k: v for k, v in qb.body.items() if k != "messages"}
+        if rest_a != rest_b:
+            key = (digest(rest_a), digest(rest_b))
+            rest = self._rest.get(key)
+            if rest is None:
+                rest = self._rest[key] = _changes("", rest_a, rest_b)
+            changes += [Change(f"{prefix}{_dot(c.path)}", c.kind, c.old, c.new) for c in rest]
+        changes = [c for c in changes if not rules.ignores(c.path)]
+        entries = [e for e in entries if not rules.ignores(f"{prefix}.{e.path}")]
+        # A changed message whose every field diff was ignored is not worth an entry.
+        touched = {c.path for c in changes}
+        entries = [
+            e for e in entries
+            if e.kind != "changed" or any(t.startswith(f"{prefix}.{e.path}.") or t.startswith(f"{prefix}.{e.path}[")
+                                          for t in touched)
+            or any(o.path.startswith(e.path + ".") for o in entries if o is not e)
+        ]
+        changes.sort(key=lambda c: natural_key(c.path))
+        return entries, changes
+
+
+def _dot(path: str) -> str:
+    return path if not path or path.startswith("[") else "." + path
+
+
+def _entry(kind: EntryKind, where: str, a: list[Any], b: list[Any], ia: int | None, ib: int | None,
+           label: Any) -> Entry:
+    item = a[ia] if ia is not None else b[ib] if ib is not None else None
+    detail = ""
+    if kind == "rewrapped" and ia is not None and ib is not None:
+        detail = f"{shape_of(a[ia])} → {shape_of(b[ib])}"
+        if len(text_of(b[ib])) < len(text_of(a[ia])):  # label the content, not the framing around it
+            item = b[ib]
+    return Entry(kind, where, str(label(item)), detail)
+
+
+def diff(
+    a: Cassette | NormalCassette,
+    b: Cassette | NormalCassette,
+    rules: Rules = Rules(),
+    a_label: str = "recorded",
+    b_label: str = "replayed",
+) -> Diff:
+    # Each side strips the defaults its own version declares, plus the other side's for
+    # fields its version never had (schema growth in either direction).
+    ca = a.source if isinstance(a, NormalCassette) else a
+    cb = b.source if isinstance(b, NormalCassette) else b
+    na = a if isinstance(a, NormalCassette) else normalise(a, rules, schema_for(a, cb))
+    nb = b if isinstance(b, NormalCassette) else normalise(b, rules, schema_for(b, ca))
+    differ = _Differ()
+    roles = sorted(set(na.requests) | set(nb.requests))
+    counts = [RoleCount(r, len(na.requests.get(r, [])), len(nb.requests.get(r, []))) for r in roles]
+    user_roles = na.source.user_roles() | nb.source.user_roles()
+    requests: list[RequestDiff] = []
+    mains: list[MainRequest] = []
+    ex_a = {(e.role, e.index): e for e in na.source.exchanges}
+    ex_b = {(e.role, e.index): e for e in nb.source.exchanges}
+    for role in roles:
+        ra, rb = na.requests.get(role, []), nb.requests.get(role, [])
+        for i in range(max(len(ra), len(rb))):
+            qa = ra[i] if i < len(ra) else None
+            qb = rb[i] if i < len(rb) else None
+            ea, eb = ex_a.get((role, i)), ex_b.get((role, i))
+            if role in user_roles and (qa is None or qa.kind != "count_tokens") and (qb is None or qb.kind != "count_tokens"):
+                mains.append(
+                    MainRequest(
+                        role,
+                        i,
+                        len(qa.body.get("messages", [])) if qa else None,
+                        len(qb.body.get("messages", [])) if qb else None,
+                        ea.estimate if ea else None,
+                        eb.estimate if eb else None,
+                    )
+                )
+            if qa is not None and qb is not None and qa.digest == qb.digest:
+                continue
+            rd = RequestDiff(role, i, "changed" if qa and qb else ("removed" if qa else "added"))
+            rd.estimate_a = ea.estimate if ea else None
+            rd.estimate_b = eb.estimate if eb else None
+            rd.messages_a = len(qa.body.get("messages", [])) if qa else None
+            rd.messages_b = len(qb.body.get("messages", [])) if qb else None
+            if qa and qb:
+                rd.entries, rd.changes = differ.request(role, i, qa, qb, na, nb, rules)
+                if not rd.changes and not rd.entries:
+                    continue
+            requests.append(rd)
+    outcome = (na.outcome, nb.outcome) if na.outcome != nb.outcome else None
+    costs_a, costs_b = request_costs(na.source), request_costs(nb.source)
+    observations = _changes("observations", _obs(na), _obs(nb)) if _obs(na) != _obs(nb) else []
+    observations = sorted((c for c in observations if not rules.ignores(c.path)), key=lambda c: natural_key(c.path))
+    return Diff(
+        scenario_id=na.scenario_id or nb.scenario_id,
+        a_label=a_label,
+        b_label=b_label,
+        roles=counts,
+        requests=requests,
+        main_requests=mains,
+        outcome=outcome,
+        observations=observations,
+        versions=(_version(na.source), _version(nb.source)),
+        warnings=_warnings(na.source, nb.source),
+        wire=compare_wire(na.source, nb.source, rules),
+        cache=compare_cache(costs_a, costs_b),
+        tokens=(Tokens.of(costs_a), Tokens.of(costs_b)),
+        request_costs=(costs_a, costs_b),
+    )
+
+
+def _version(c: Cassette) -> str:
+    return f"harness {c.header.harness_version}, slim {c.header.slim_version}"
+
+
+def _warnings(a: Cassette, b: Cassette) -> list[str]:
+    ha, hb = a.header, b.header
+    if ha.source_hash and hb.source_hash and ha.source_hash != hb.source_hash:
+        return ["the scenario's source changed since the recording: a difference may come from the edit, not the harness"]
+    return []
+
+
+def _obs(n: NormalCassette) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for o in n.observations:
+        out.setdefault(o["name"], []).append(o["value"])
+    return {k: v[0] if len(v) == 1 else v for k, v in out.items()}
