@@ -209,7 +209,8 @@ def test_a_test_failing_on_its_own_keeps_its_error_and_shows_the_diff(agent_test
     text = output(result)
     assert "the test's own assertion" in text
     assert "Captured harness-replay call" in text
-    assert "main[0].messages[0].parts[0].content: hello → bye" in text
+    # two unrelated prompts: one removed, one inserted (an edit of the same prompt would be a field diff)
+    assert "- removed messages[0]: hello" in text and "+ inserted messages[0]: bye" in text
 
 
 def test_unused_cassettes_warn_or_fail_the_session(agent_test: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
