@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from test_differ import cassette
+
 from replay.differ import diff, natural_key
 from replay.differ._align import align, rewrapped, similarity
 from replay.normaliser import digest
-from test_differ import cassette
 
 
 def _user(text: str) -> dict[str, Any]:
