@@ -437,6 +437,65 @@ def bench_imports(quick: bool) -> None:
 # --------------------------------------------------------------------------- main
 
 
+# --------------------------------------------------------------------------- 8: wire capture
+
+
+def bench_wire(quick: bool) -> None:
+    """Record and replay of the realistic workload over a real provider model, against the plain run.
+
+    Every role is an ``OpenAIChatModel`` talking HTTP to a loopback server that runs in its own
+    process (so its CPU is not counted on either side). Record captures every HTTP exchange
+    beside its model call; replay (``--level wire``) lets the openai mapping build each request
+    and answers it from the cassette, then saves, diffs wire bodies and checks.
+    """
+    import subprocess
+
+    from _wire_scenario import conversation, make_scenario
+
+    from replay import _pipeline
+    from replay import cassette as cas
+    from replay.recorder import Session, execute_async, finalize
+
+    turns = 40 if quick else 100
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("_wire_scenario.py"))],
+                            stdout=subprocess.PIPE, text=True)
+    work = Path(tempfile.mkdtemp(prefix="replay-bench-wire-"))
+    try:
+        assert proc.stdout is not None
+        base_url = proc.stdout.readline().strip()
+        sc = make_scenario(base_url, turns)
+        cassettes, results = work / "cassettes", work / "results"
+        path = cas.cassette_path(cassettes, sc.id)
+
+        def plain() -> None:
+            asyncio.run(conversation(base_url, turns))
+
+        def record() -> None:
+            cas.save(finalize(asyncio.run(execute_async(sc, Session()))), path)
+
+        def replay() -> None:
+            report = _pipeline.replay_scenario(sc, cassettes, results, level="wire")
+            if report.status != "same":
+                raise AssertionError(f"wire replay is not 'same': {report.status} {report.error or ''}")
+
+        record()
+        replay()  # warm
+        rounds = 3 if quick else 5
+        samples = interleave({"plain": plain, "record": record}, rounds)
+        ratio_line("8 wire record", samples, "plain", "record", 1.10, sec)
+        recorded = cas.load(path)
+        http = sum(len(ex.wire or ()) for ex in recorded.exchanges)
+        detail(f"workload: {turns} turns over OpenAIChatModel → loopback server (own process), "
+               f"{len(recorded.exchanges)} model calls, {http} HTTP exchanges kept; cassette {fmt_bytes(path.stat().st_size)}")
+        samples = interleave({"plain": plain, "replay": replay}, rounds)
+        ratio_line("8 wire replay", samples, "plain", "replay", 1.05, sec)
+        detail("replay = _pipeline.replay_scenario at --level wire: load, guard, the openai mapping builds every "
+               "request, answered from the cassette (no socket), save, diff (messages and wire bodies), checks")
+    finally:
+        proc.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def machine() -> str:
     cpu = "?"
     try:
@@ -482,6 +541,8 @@ def main() -> int:
         bench_matrix(args.quick)
     if want("7"):
         bench_imports(args.quick)
+    if want("8"):
+        bench_wire(args.quick)
     failed = [name for name, ok in RESULTS if ok is False]
     print(f"total {time.perf_counter() - started:.0f}s; {len(RESULTS) - len(failed)}/{len(RESULTS)} not failing"
           + (f"; FAILED: {', '.join(failed)}" if failed else ""), flush=True)

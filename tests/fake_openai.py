@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -108,8 +108,12 @@ class FakeOpenAI:
     Every parsed request body is appended to `requests`, including unanswerable ones.
     """
 
-    def __init__(self, turns: Iterable[Reply | str] = ()) -> None:
+    def __init__(
+        self, turns: Iterable[Reply | str] = (), responder: Callable[[dict[str, Any]], Reply] | None = None
+    ) -> None:
         self._turns: list[Reply] = [Reply.text(t) if isinstance(t, str) else t for t in turns]
+        self._responder = responder
+        """Answers every request from its body instead of a script (long or concurrent conversations)."""
         self._next = 0
         self._lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []
@@ -181,6 +185,8 @@ class FakeOpenAI:
         with self._lock:
             self.requests.append(body)
             number = len(self.requests)
+            if self._responder is not None:
+                return number, self._responder(body)
             if self._next >= len(self._turns):
                 return number, None
             turn = self._turns[self._next]
