@@ -61,15 +61,19 @@ def _config() -> Config:
     return load_config()
 
 
+def _project_on_path(config: Config) -> None:
+    """Scenario files import the project's own code, as tests do under pytest's rootdir."""
+    root = str((config.source.parent if config.source else Path.cwd()).resolve())
+    if root not in sys.path:
+        sys.path.insert(0, root)
+
+
 def _discover(targets: list[str] | None, config: Config, failures: list[Any] | None = None) -> list[Any]:
     """Import the targeted scenarios; with ``failures``, a file that fails to import is collected there."""
     from .recorder import tracking_agents
     from .scenario import discover
 
-    # Scenario files import the project's own code, as tests do under pytest's rootdir.
-    root = str((config.source.parent if config.source else Path.cwd()).resolve())
-    if root not in sys.path:
-        sys.path.insert(0, root)
+    _project_on_path(config)
     with tracking_agents():
         found = discover(targets or [], default_dir=config.scenarios, failures=failures)
     if not found and not failures:
@@ -349,9 +353,7 @@ def _matrix_targets(targets: list[str] | None, config: Config) -> dict[str, str]
     from .scenario import declared
 
     home = config.scenarios.resolve()
-    root = str((config.source.parent if config.source else Path.cwd()).resolve())
-    if root not in sys.path:
-        sys.path.insert(0, root)
+    _project_on_path(config)
     found = declared(targets or [], default_dir=config.scenarios)
     if not found:
         raise ReplayUsageError(f"{', '.join(targets or [str(config.scenarios)])}: no scenarios found")
@@ -472,14 +474,14 @@ def init(
 
 
 @app.command()
-def report(
+def html(
     results: Annotated[
         list[Path], typer.Argument(help="JSON of `replay matrix`/`merge`/`run --format json` (several: merged shards).")
     ],
-    html: Annotated[Path, typer.Option("--html", help="Write a standalone HTML page (table + charts) here.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Write the standalone HTML page (table + charts) here.")],
     title: Annotated[str, typer.Option("--title", help="Page title.")] = "harness-replay matrix",
 ) -> None:
-    """Render saved results as an HTML page: the matrix table and a token-estimate chart per scenario."""
+    """Render saved matrix results as an HTML page: the table and a token-estimate chart per scenario."""
     from . import matrix as mx
     from .html import fill_from_results, render_html
 
@@ -488,10 +490,62 @@ def report(
     if not isinstance(doc, dict):
         raise ReplayUsageError(f"{results[0]}: not a results object")
     page = render_html(fill_from_results(doc), title=title)
-    html.parent.mkdir(parents=True, exist_ok=True)
-    html.write_text(page, encoding="utf-8")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page, encoding="utf-8")
     n = len(doc.get("scenarios") or {})
-    typer.echo(f"wrote {html} ({n} scenarios)")
+    typer.echo(f"wrote {out} ({n} scenarios)")
+
+
+class ReportFmt(str, Enum):
+    markdown = "markdown"
+    json = "json"
+
+
+@app.command()
+def report(
+    target: Annotated[str, typer.Argument(help="One scenario id (or a file holding one scenario); the other scenarios of its file are its controls.")],
+    harness: Annotated[
+        list[str], typer.Option("--harness", help="Harness version to reproduce on: a release, a comma list, or a wheel / checkout path (repeatable).")
+    ],
+    trials: Annotated[int, typer.Option("--trials", help="Fresh-process replays per version; the report says whether they are byte-identical.")] = 3,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write the report here (default: stdout).")] = None,
+    fmt: Annotated[ReportFmt, typer.Option("--format", "-f", help="markdown (for an issue) or json.")] = ReportFmt.markdown,
+    cassettes: CassettesOpt = None,
+    jobs: Annotated[int | None, typer.Option("--jobs", "-j", min=1, help="Parallel installs/replays (default: cores).")] = None,
+    env_dir: Annotated[
+        Path | None,
+        typer.Option("--env-dir", envvar="REPLAY_ENV_DIR", help="Environment cache (default: .replay/envs)."),
+    ] = None,
+    with_: Annotated[
+        list[str] | None, typer.Option("--with", help="Extra requirement for every env, as for `replay matrix` (repeatable).")
+    ] = None,
+) -> None:
+    """A reproduction report for one scenario on several harness versions, ready to paste into an issue."""
+    from . import _envs
+    from . import reproduction as rp
+
+    versions = _envs.parse_versions(harness)
+    config = _config()
+    _project_on_path(config)
+    subject = rp.locate(target, config.scenarios)
+    request = rp.Request(
+        subject=subject,
+        targets=_matrix_targets([subject.id, *subject.controls], config),
+        versions=versions,
+        trials=trials,
+        cassettes=cassettes or config.cassettes,
+        cwd=Path.cwd(),
+        with_=(*config.matrix_with, *(with_ or ())),
+        jobs=jobs,
+        env_dir=env_dir,
+    )
+    data = rp.build(request)
+    text = rp.emit(data, fmt.value, out)
+    if out is None:
+        typer.echo(text, nl=False)
+    else:
+        typer.echo(f"wrote {out} ({subject.id}, {len(subject.controls)} controls, {len(versions)} versions x {trials} trials)", err=True)
+    raise typer.Exit(rp.exit_code(data))
 
 
 def _scrubbed(text: str) -> str:

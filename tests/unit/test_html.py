@@ -117,15 +117,15 @@ def test_run_json_renders_as_one_version() -> None:
     assert list(_series(svg)) == ["recorded", "installed"]
 
 
-def test_report_command_writes_the_page(tmp_path: Path, cli: Callable[..., Any]) -> None:
+def test_html_command_writes_the_page(tmp_path: Path, cli: Callable[..., Any]) -> None:
     src = tmp_path / "results.json"
     src.write_text(json.dumps(MATRIX))
     out = tmp_path / "out" / "report.html"
-    res = cli("report", str(src), "--html", str(out))
+    res = cli("html", str(src), "--out", str(out))
     assert res.code == 0, res.err
     assert res.out.strip() == f"wrote {out} (2 scenarios)"
     assert len(_svgs(out.read_text())) == 1
-    bad = cli("report", str(tmp_path / "missing.json"), "--html", str(out))
+    bad = cli("html", str(tmp_path / "missing.json"), "--out", str(out))
     assert bad.code == 2 and "cannot read" in bad.err
 
 

@@ -1,0 +1,462 @@
+"""``replay report``: a reproduction report for one scenario, ready to paste into an upstream issue.
+
+A person writing up a regression gathers the same evidence every time (the seeds show it):
+versions and pins per environment, Python and platform, what each version sent and how the
+run ended, several fresh-process trials that agree byte for byte, the controls next to the
+case, the probe's source and the commands to rerun it. This module gathers it with the matrix
+machinery: each trial is one :func:`replay.matrix.run_matrix` over the scenario and its
+controls (the other scenarios of its file), every version in its own cached environment, and
+each version's own ``replay check`` judges that version's result cassettes. The facts are
+read from the result cassettes, which the version that made them wrote.
+
+The report holds no timestamps or absolute paths, so rerunning it on an unchanged setup gives
+the same document.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import __version__, _envs
+from . import matrix as mx
+from ._determinism import first_difference, normalised_bytes
+from .cassette import Cassette, cassette_path, load
+from .errors import CassetteError, ReplayUsageError
+from .scenario import ImportFailure, declared, discover
+
+FORMAT_VERSION = 1
+Report = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Subject:
+    """The scenario a report is about, and its controls: the other scenarios of its file."""
+
+    id: str
+    file: Path
+    controls: list[str]
+    doc: str = ""
+
+
+def locate(target: str, scenarios_dir: Path) -> Subject:
+    """Find the one scenario ``target`` names and its file's other scenarios, without running any.
+
+    Ids are read from the file's syntax where possible (as the matrix plans its cells), so a
+    file the host's harness cannot import still gets a report from the versions that can.
+    """
+    found = declared([target], default_dir=scenarios_dir)
+    if len(found) != 1:
+        ids = ", ".join(list(found)[:6]) + (" …" if len(found) > 6 else "")
+        raise ReplayUsageError(f"{target}: matches {len(found)} scenarios ({ids}); name one, its file's others are its controls")
+    ((sid, file),) = found.items()
+    controls = [i for i in declared([str(file)], default_dir=scenarios_dir) if i != sid]
+    failures: list[ImportFailure] = []
+    found_sc = discover([str(file)], default_dir=scenarios_dir, failures=failures)
+    doc = next((s.doc for s in found_sc if s.id == sid), "")
+    return Subject(sid, file, controls, doc)
+
+
+@dataclass(frozen=True)
+class Request:
+    """What to reproduce and where: the subject, its controls and how each env replays them."""
+
+    subject: Subject
+    targets: dict[str, str]
+    """Scenario id → what ``replay run`` is given in each env (see ``replay.cli._matrix_targets``)."""
+    versions: Sequence[_envs.VersionSpec]
+    trials: int = 3
+    cassettes: Path = Path("cassettes")
+    work: Path = Path(".replay/report")
+    """Where each trial's result cassettes go: ``WORK/<subject id>/trial-K/<version>/<id>.cassette``."""
+    cwd: Path = Path(".")
+    with_: tuple[str, ...] = ()
+    extra_args: tuple[str, ...] = ()
+    jobs: int | None = None
+    env_dir: Path | None = None
+
+
+# --------------------------------------------------------------------------- facts
+
+
+def _digest(data: bytes, n: int = 16) -> str:
+    return hashlib.sha256(data).hexdigest()[:n]
+
+
+def freeze_digest(freeze: Sequence[str]) -> str:
+    """Digest of an env's ``pip freeze``; a local install's path is left out (it differs per checkout)."""
+    lines = sorted(line.split(" @ ", 1)[0] + " @ <local>" if " @ file://" in line else line for line in freeze)
+    return _digest("\n".join(lines).encode())
+
+
+def _pin(freeze: Sequence[str], name: str) -> str | None:
+    for line in freeze:
+        if line.lower().startswith(f"{name}=="):
+            return line.split("==", 1)[1]
+    return None
+
+
+def _outcome(c: Cassette) -> dict[str, Any]:
+    o = c.outcome
+    if o.status == "error" and o.error is not None:
+        return {"status": "error", "type": o.error.type.rsplit(".", 1)[-1], "message": o.error.message}
+    return {"status": "ok", "output": o.output}
+
+
+def facts(c: Cassette) -> dict[str, Any]:
+    """What a report says about one result cassette: requests, estimates, outcome, observations, verdicts."""
+    roles = Counter(ex.role for ex in c.exchanges)
+    user = c.user_roles()
+    return {
+        "requests": dict(sorted(roles.items())),
+        "main_estimates": [ex.estimate for ex in c.exchanges if ex.role in user and ex.kind in ("request", "request_stream")],
+        "outcome": _outcome(c),
+        "observations": [{"name": o.name, "value": o.value} for o in c.observations],
+        "verdicts": [{"predicate": h.predicate, "verdict": h.verdict} for h in c.histories if h.predicate],
+        "header": {
+            "harness": c.header.harness_version,
+            "slim": c.header.slim_version,
+            "pydantic": c.header.pydantic_version,
+            "python": c.header.python_version,
+            "platform": c.header.platform,
+        },
+    }
+
+
+def _check_in_env(python: Path, paths: Sequence[Path], cwd: Path) -> dict[str, list[dict[str, Any]]]:
+    """The version's own ``replay check`` on its result cassettes: scenario id → violations."""
+    if not paths:
+        return {}
+    cmd = [str(python), "-P", "-m", "replay", "check", *map(str, paths), "--format", "json"]
+    env = dict(os.environ, NO_COLOR="1")
+    for var in ("GITHUB_STEP_SUMMARY", "VIRTUAL_ENV", "PYTHONPATH"):
+        env.pop(var, None)
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, check=False)
+    try:
+        data = json.loads(proc.stdout) if proc.returncode in (0, 1) else None
+    except ValueError:
+        data = None
+    if not isinstance(data, dict):
+        problem = _envs.one_line(proc.stderr or proc.stdout or f"replay check exited {proc.returncode}")
+        return {"": [{"invariant": "check", "role": "check", "index": None, "message": f"check failed: {problem}"}]}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for v in data.get("violations", []):
+        out.setdefault(str(v.pop("scenario_id", "")), []).append(v)
+    return out
+
+
+def _trial(req: Request, k: int, progress: Callable[[dict[str, int]], mx.Progress]) -> dict[str, Any]:
+    """One fresh-process replay of every scenario on every version, then each version's check."""
+    out = req.work / req.subject.id / f"trial-{k}"
+    if out.resolve().is_relative_to(req.work.resolve()):  # a previous report's results must not be read as this one's
+        shutil.rmtree(out, ignore_errors=True)
+    opts = mx.RunOptions(
+        cassettes=req.cassettes, out=out, extra_args=req.extra_args, cwd=req.cwd, with_=req.with_
+    )
+    result = mx.run_matrix(req.targets, req.versions, opts=opts, jobs=req.jobs, env_dir=req.env_dir, progress=progress)
+    rows = {row["spec"]: row for row in result["versions"]}
+    ids = sorted(req.targets)
+
+    def per_version(v: _envs.VersionSpec) -> dict[str, Any]:
+        row = rows.get(v.spec, {})
+        cells = {sid: result["scenarios"].get(sid, {}).get(v.spec) or mx.error_cell("not run") for sid in ids}
+        # Where the env's `replay run` wrote each result (its JSON output is scrubbed, paths included).
+        paths = {sid: p for sid in ids if cells[sid].get("result") and (p := cassette_path(out / v.label, sid)).is_file()}
+        checked = _check_in_env(_envs.env_python(Path(row["path"])), list(paths.values()), req.cwd) if row.get("path") and paths else {}
+        scenarios: dict[str, Any] = {}
+        for sid in ids:
+            cell = cells[sid]
+            entry: dict[str, Any] = {"status": cell["status"], "vs_recording": mx.cell_lines(cell)[1:]}
+            if cell["status"] == "error":
+                entry["error"] = cell.get("error", "")
+            if sid in paths:
+                try:
+                    c = load(paths[sid])
+                    entry.update(facts(c))
+                    entry["violations"] = checked.get(sid, []) + checked.get("", [])
+                    entry["normalised"] = normalised_bytes(paths[sid]).decode()
+                except CassetteError as exc:
+                    entry.update(status="error", error=str(exc))
+            scenarios[sid] = entry
+        return {"env": row, "scenarios": scenarios}
+
+    with ThreadPoolExecutor(max_workers=max(1, min(len(req.versions), req.jobs or os.cpu_count() or 1))) as pool:
+        return {v.spec: got for v, got in zip(req.versions, pool.map(per_version, req.versions))}
+
+
+def _verdict(scenarios: dict[str, Any]) -> str:
+    """Digest of one trial's verdict on one version: every normalised result cassette and its violations."""
+    body = {sid: {"cassette": e.get("normalised"), "violations": e.get("violations"), "error": e.get("error")} for sid, e in scenarios.items()}
+    return _digest(json.dumps(body, sort_keys=True, ensure_ascii=False).encode())
+
+
+def _trial_difference(a: dict[str, Any], b: dict[str, Any]) -> str:
+    for sid in sorted(a):
+        x, y = a[sid], b.get(sid, {})
+        if x.get("normalised") != y.get("normalised") and x.get("normalised") and y.get("normalised"):
+            where = first_difference(json.loads(x["normalised"]), json.loads(y["normalised"]))
+            return f"{sid}: {where}"
+        for key in ("violations", "error", "status"):
+            if x.get(key) != y.get(key):
+                return f"{sid}: {key}"
+    return "<bytes>"
+
+
+def build(req: Request, progress: Callable[[dict[str, int]], mx.Progress] = mx.make_progress) -> Report:
+    """Run the trials and assemble the report's data (what ``--format json`` prints)."""
+    if req.trials < 1:
+        raise ReplayUsageError(f"--trials {req.trials}: give at least 1")
+    subject = req.subject
+    recorded_path = cassette_path(req.cassettes, subject.id)
+    if not recorded_path.exists():
+        raise ReplayUsageError(f"{recorded_path}: no cassette (record it with: replay record {subject.id})")
+    recorded = load(recorded_path)
+    runs = [_trial(req, k, progress) for k in range(1, req.trials + 1)]
+    versions = []
+    for v in req.versions:
+        per_trial = [run[v.spec] for run in runs]
+        env = per_trial[0]["env"]
+        freeze = list(env.get("freeze") or [])
+        digests = [_verdict(t["scenarios"]) for t in per_trial]
+        first = per_trial[0]["scenarios"]
+        differ = next((k for k, d in enumerate(digests) if d != digests[0]), None)
+        header: dict[str, Any] = next((e["header"] for e in first.values() if e.get("header")), {})
+        versions.append(
+            {
+                "spec": v.spec,
+                "label": v.label,
+                "env_status": env.get("status"),
+                "env_error": env.get("error"),
+                "harness": env.get("harness") or header.get("harness"),
+                "slim": env.get("slim") or header.get("slim"),
+                "pydantic": _pin(freeze, "pydantic") or header.get("pydantic"),
+                "python": env.get("python") or header.get("python"),
+                "platform": header.get("platform"),
+                "freeze": freeze,
+                "freeze_sha256": freeze_digest(freeze) if freeze else None,
+                "trials": [{"trial": k + 1, "verdict": d} for k, d in enumerate(digests)],
+                "identical": differ is None,
+                "first_difference": None if differ is None else _trial_difference(first, per_trial[differ]["scenarios"]),
+                "scenarios": {sid: {k: val for k, val in e.items() if k != "normalised"} for sid, e in first.items()},
+            }
+        )
+    try:
+        source = subject.file.read_text(encoding="utf-8")
+    except OSError:
+        source = ""
+    return {
+        "report": FORMAT_VERSION,
+        "tool_version": __version__,
+        "scenario": subject.id,
+        "doc": subject.doc,
+        "controls": subject.controls,
+        "file": _relative(subject.file, req.cwd),
+        "source": source,
+        "recording": {
+            "cassette": _relative(recorded_path, req.cwd),
+            "sha256": _digest(recorded_path.read_bytes()),
+            "harness": recorded.header.harness_version,
+            "slim": recorded.header.slim_version,
+            "pydantic": recorded.header.pydantic_version,
+            "python": recorded.header.python_version,
+            "platform": recorded.header.platform,
+        },
+        "trials": req.trials,
+        "versions": versions,
+        "commands": commands(req),
+    }
+
+
+def _relative(path: Path, base: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(base.resolve()))
+    except ValueError:
+        return path.name
+
+
+def commands(req: Request) -> list[str]:
+    """The commands that redo this report, and one version by hand without this command."""
+    versions = " ".join(f"--harness {v.spec}" for v in req.versions)
+    lines = [
+        "uv venv && uv pip install -e .   # harness-replay from this checkout",
+        f"replay report {req.subject.id} {versions} --trials {req.trials}",
+        "# or one version by hand:",
+    ]
+    v = req.versions[0]
+    ids = " ".join(sorted(req.targets.values()))
+    lines += [
+        f"uv venv /tmp/h-{v.label} && uv pip install --python /tmp/h-{v.label}/bin/python -e . '{v.requirement}'",
+        f"/tmp/h-{v.label}/bin/replay run {ids} --out /tmp/h-{v.label}-results",
+        f"/tmp/h-{v.label}/bin/replay check /tmp/h-{v.label}-results",
+    ]
+    return lines
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _md(text: str) -> str:
+    """Safe inside a Markdown table cell: pipes escaped, HTML and newlines neutralised."""
+    return (
+        text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|").replace("\n", "\\n")
+    )
+
+
+def _json(value: Any, limit: int = 120) -> str:
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _requests(e: dict[str, Any]) -> str:
+    return ", ".join(f"{r} {n}" for r, n in e.get("requests", {}).items()) or "none"
+
+
+def _estimates(e: dict[str, Any]) -> str:
+    est = e.get("main_estimates") or []
+    return ", ".join("-" if x is None else str(x) for x in est) or "-"
+
+
+def _outcome_text(e: dict[str, Any]) -> str:
+    o = e.get("outcome") or {}
+    if o.get("status") == "error":
+        return f"error: {o.get('type')}: {o.get('message')}"
+    return f"ok: {_json(o.get('output'))}"
+
+
+def _violations(e: dict[str, Any]) -> list[str]:
+    out = []
+    for v in e.get("violations") or []:
+        where = v.get("role", "") if v.get("index") is None else f"{v.get('role')}[{v.get('index')}]"
+        out.append(f"{v.get('invariant')} {where}: {v.get('message')}")
+    return out
+
+
+def _rows(versions: list[dict[str, Any]], sid: str) -> list[tuple[str, list[str]]]:
+    """(label, one cell per version) rows describing scenario ``sid``."""
+    entries = [v["scenarios"].get(sid, {}) for v in versions]
+    rows: list[tuple[str, list[str]]] = []
+
+    def cells(fn: Callable[[dict[str, Any]], str]) -> list[str]:
+        return [f"error: {e.get('error', '')}" if e.get("status") == "error" and "outcome" not in e else fn(e) for e in entries]
+
+    rows.append(("requests per role", cells(_requests)))
+    rows.append(("main request estimates", cells(_estimates)))
+    rows.append(("outcome", cells(_outcome_text)))
+    names = list(dict.fromkeys(o["name"] for e in entries for o in e.get("observations", [])))
+    def observed(name: str) -> Callable[[dict[str, Any]], str]:
+        return lambda e: "; ".join(_json(o["value"], 600) for o in e.get("observations", []) if o["name"] == name) or "-"
+
+    for name in names:
+        rows.append((f"observation `{name}`", cells(observed(name))))
+    rows.append(("violations", cells(lambda e: "<br>".join(map(_md, _violations(e))) or "none")))
+    rows.append(("vs the recording", cells(lambda e: e.get("status", "") + (": " + "; ".join(e["vs_recording"]) if e.get("vs_recording") else ""))))
+    return rows
+
+
+def _table(header: list[str], rows: list[tuple[str, list[str]]], escape_cells: bool = True) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for label, cells in rows:
+        body = [c if not escape_cells or label == "violations" else _md(c) for c in cells]
+        out.append(f"| {label} | " + " | ".join(body) + " |")
+    return out
+
+
+def render_markdown(report: Report) -> str:
+    """The report as Markdown for an issue: facts per version, trials, controls, source, commands."""
+    versions = report["versions"]
+    labels = [f"`{_md(v['spec'])}`" for v in versions]
+    sid = report["scenario"]
+    rec = report["recording"]
+    doc_first = (report.get("doc") or "").strip().split("\n\n")[0].replace("\n", " ")
+    out = [f"## Reproduction: `{sid}` on pydantic-ai-harness {', '.join(v['spec'] for v in versions)}", ""]
+    if doc_first:
+        out += [f"> {doc_first}", ""]
+    out += [
+        f"Scenario `{sid}` from `{report.get('file')}`, recorded on harness {rec['harness']} "
+        f"(pydantic-ai-slim {rec['slim']}, pydantic {rec['pydantic']}, Python {rec['python']}, {rec['platform']}) "
+        f"into `{rec['cassette']}` (sha256 `{rec['sha256']}`), then replayed on each version in its own "
+        f"environment without calling any model: {report['trials']} fresh-process trial(s) per version, "
+        f"each version's result cassettes judged by that version's own `replay check`.",
+        "",
+        "### Environments",
+        "",
+        "| version | pydantic-ai-harness | pydantic-ai-slim | pydantic | Python | platform | `pip freeze` sha256 | trials |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for v in versions:
+        n = len(v["trials"])
+        same = sum(t["verdict"] == v["trials"][0]["verdict"] for t in v["trials"])
+        trials = (
+            f"{n} of {n} byte-identical (`{v['trials'][0]['verdict']}`)"
+            if v["identical"]
+            else f"DIFFERENT: {same} of {n} match trial 1; first difference {v['first_difference']}"
+        )
+        freeze = f"`{v['freeze_sha256']}` ({len(v['freeze'])} packages)" if v.get("freeze_sha256") else "-"
+        if v.get("env_error"):
+            trials = f"environment error: {v['env_error']}"
+        out.append(
+            f"| `{_md(v['spec'])}` | {v.get('harness') or '-'} | {v.get('slim') or '-'} | {v.get('pydantic') or '-'} "
+            f"| {v.get('python') or '-'} | {v.get('platform') or '-'} | {freeze} | {_md(trials)} |"
+        )
+    out += ["", f"### `{sid}`", ""]
+    out += _table(["", *labels], _rows(versions, sid))
+    controls = report.get("controls") or []
+    if controls:
+        out += ["", f"### Controls: the other scenarios of `{report.get('file')}`", ""]
+        rows = []
+        for c in controls:
+            cells = []
+            for v in versions:
+                e = v["scenarios"].get(c, {})
+                if e.get("status") == "error" and "outcome" not in e:
+                    cells.append(_md(f"error: {e.get('error', '')}"))
+                    continue
+                bits = [_requests(e), f"est {_estimates(e)}", _outcome_text(e)]
+                bits += [f"{o['name']} = {_json(o['value'], 60)}" for o in e.get("observations", [])]
+                bits += _violations(e) or ["no violation"]
+                cells.append("<br>".join(_md(b) for b in bits))
+            rows.append((f"`{_md(c)}`", cells))
+        out += _table(["scenario", *labels], rows, escape_cells=False)
+    out += ["", "### Environments in full", ""]
+    for v in versions:
+        if v.get("freeze"):
+            out += [f"<details><summary><code>{_md(v['spec'])}</code>: pip freeze</summary>", "", "```text"]
+            out += [line.split(" @ ", 1)[0] + " @ <local checkout>" if " @ file://" in line else line for line in v["freeze"]]
+            out += ["```", "", "</details>", ""]
+    if report.get("source"):
+        fence = "````" if "```" in report["source"] else "```"
+        out += [f"### Scenario source: `{report.get('file')}`", "", f"{fence}python", report["source"].rstrip("\n"), fence, ""]
+    out += ["### Reproduce", "", "```sh", *report["commands"], "```", ""]
+    out.append(f"_Generated by harness-replay {report['tool_version']} (`replay report`)._")
+    return "\n".join(out) + "\n"
+
+
+def emit(report: Report, fmt: str, out: Path | None) -> str:
+    """Render ``report`` as Markdown or JSON; write it to ``out`` (atomically) or return it for stdout."""
+    from .cassette import write_atomic
+
+    text = json.dumps(report, indent=2, ensure_ascii=False, default=str) + "\n" if fmt == "json" else render_markdown(report)
+    if out is not None:
+        write_atomic(out, text.encode("utf-8"))
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(out, 0o666 & ~umask)  # a document to share, not a private temp file
+    return text
+
+
+def exit_code(report: Report) -> int:
+    """0 when every version's trials agree; 1 when they differ or a version could not run."""
+    bad = any(not v["identical"] or v.get("env_error") for v in report["versions"])
+    return 1 if bad else 0
+
+
+__all__ = ["Request", "Subject", "build", "commands", "emit", "exit_code", "facts", "freeze_digest", "locate", "render_markdown"]

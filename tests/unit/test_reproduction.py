@@ -1,0 +1,114 @@
+"""`replay report`'s building blocks: facts from a cassette, the freeze digest, locating controls, rendering."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+from replay import reproduction as rp
+from replay.cassette import load
+from replay.errors import ReplayUsageError
+
+CAS = ROOT / "cassettes"
+
+
+def test_facts_of_a_recording() -> None:
+    f = rp.facts(load(CAS / "seed000" / "long.cassette"))
+    assert f["requests"] == {"main": 3, "summarizing_compaction": 3}
+    assert f["main_estimates"] == [889, 887, 889]
+    assert f["outcome"] == {"status": "ok", "output": "ready"}
+    assert f["header"]["harness"] == "0.62.0"
+    err = rp.facts(load(CAS / "seed002" / "whitespace.cassette"))["outcome"]
+    assert err == {"status": "error", "type": "UnexpectedModelBehavior", "message": "Exceeded maximum output retries (1)"}
+    judged = rp.facts(load(CAS / "seed003" / "reused_id_one_return.cassette"))
+    assert judged["verdicts"] == [{"predicate": "is_provider_valid", "verdict": True}] and judged["requests"] == {}
+
+
+def test_freeze_digest_ignores_where_the_tool_is_checked_out() -> None:
+    a = ["harness-replay @ file:///work/a", "pydantic==2.14.4"]
+    b = ["pydantic==2.14.4", "harness-replay @ file:///home/me/b"]
+    assert rp.freeze_digest(a) == rp.freeze_digest(b) != rp.freeze_digest(["pydantic==2.14.5", a[0]])
+
+
+def test_locate_finds_the_controls_of_the_file() -> None:
+    s = rp.locate("seed003/reused_id_one_return", ROOT / "scenarios")
+    assert s.file == (ROOT / "scenarios" / "seed003_is_provider_valid.py").resolve()
+    assert s.controls == ["seed003/distinct_ids_both_returned", "seed003/distinct_ids_one_return", "seed003/reused_id_two_returns"]
+    assert s.doc.startswith("[call c1, call c1, return c1]")
+
+
+def test_locate_needs_exactly_one_scenario() -> None:
+    with pytest.raises(ReplayUsageError, match=r"seed003: matches 4 scenarios .*name one"):
+        rp.locate("seed003", ROOT / "scenarios")
+    with pytest.raises(ReplayUsageError, match="nope/x"):
+        rp.locate("nope/x", ROOT / "scenarios")
+
+
+def _version(spec: str, estimates: list[int], violation: str | None, identical: bool = True) -> dict:
+    entry = {
+        "status": "same",
+        "vs_recording": [],
+        "requests": {"main": len(estimates)},
+        "main_estimates": estimates,
+        "outcome": {"status": "ok", "output": "a|b <i>"},
+        "observations": [{"name": "n", "value": 1}],
+        "violations": [{"invariant": "x", "role": "main", "index": 0, "message": violation}] if violation else [],
+    }
+    return {
+        "spec": spec, "harness": spec, "slim": "2." + spec[2:], "pydantic": "2.14.4", "python": "3.11.7",
+        "platform": "linux-x86_64", "freeze": ["harness-replay @ file:///secret/place", "pydantic==2.14.4"],
+        "freeze_sha256": "abc", "trials": [{"trial": 1, "verdict": "v1"}, {"trial": 2, "verdict": "v1" if identical else "v2"}],
+        "identical": identical, "first_difference": None if identical else "a/b: main.0", "env_error": None,
+        "scenarios": {"a/b": entry, "a/control": dict(entry, violations=[])},
+    }
+
+
+def _report(**over: object) -> dict:
+    report = {
+        "report": 1, "tool_version": "0.1.0", "scenario": "a/b", "doc": "What it shows.\n\nMore.",
+        "controls": ["a/control"], "file": "scenarios/a.py", "source": "print('```')\n",
+        "recording": {"cassette": "cassettes/a/b.cassette", "sha256": "f00", "harness": "0.62.0", "slim": "2.62.0",
+                      "pydantic": "2.14.4", "python": "3.11.7", "platform": "linux-x86_64"},
+        "trials": 2, "versions": [_version("0.54.0", [897, 1793], "grew <b>|"), _version("0.62.0", [889], None)],
+        "commands": ["replay report a/b --harness 0.54.0 --harness 0.62.0 --trials 2"],
+    }
+    report.update(over)
+    return report
+
+
+def test_markdown_has_every_section_and_escapes_cells() -> None:
+    md = rp.render_markdown(_report())
+    assert md.startswith("## Reproduction: `a/b` on pydantic-ai-harness 0.54.0, 0.62.0\n\n> What it shows.\n")
+    assert "| main request estimates | 897, 1793 | 889 |" in md
+    assert "| `0.54.0` | 0.54.0 | 2.54.0 | 2.14.4 | 3.11.7 | linux-x86_64 | `abc` (2 packages) | 2 of 2 byte-identical (`v1`) |" in md
+    assert "x main[0]: grew &lt;b&gt;\\|" in md and "<b>" not in md  # table cells cannot break out
+    assert 'ok: "a\\|b &lt;i&gt;"' in md
+    assert "### Controls: the other scenarios of `scenarios/a.py`" in md and "| `a/control` |" in md
+    assert "````python\nprint('```')\n````" in md  # a fence inside the source does not end the block
+    assert "/secret/place" not in md and "harness-replay @ <local checkout>" in md
+    assert "```sh\nreplay report a/b --harness 0.54.0 --harness 0.62.0 --trials 2\n```" in md
+
+
+def test_differing_trials_are_said_and_fail_the_exit_code() -> None:
+    report = _report(versions=[_version("0.54.0", [1], None, identical=False)])
+    assert "DIFFERENT: 1 of 2 match trial 1; first difference a/b: main.0" in rp.render_markdown(report)
+    assert rp.exit_code(report) == 1 and rp.exit_code(_report()) == 0
+
+
+def test_emit_writes_json_or_markdown(tmp_path: Path) -> None:
+    out = tmp_path / "r" / "report.json"
+    text = rp.emit(_report(), "json", out)
+    assert json.loads(out.read_text()) == json.loads(text) == _report()
+    assert rp.emit(_report(), "markdown", None).startswith("## Reproduction")
+
+
+def test_build_refuses_a_scenario_without_cassette(tmp_path: Path) -> None:
+    from replay._envs import parse_versions
+
+    subject = rp.Subject("a/b", tmp_path / "a.py", [])
+    req = rp.Request(subject=subject, targets={"a/b": "a/b"}, versions=parse_versions(["0.62.0"]), cassettes=tmp_path)
+    with pytest.raises(ReplayUsageError, match=r"a/b.cassette: no cassette \(record it with: replay record a/b\)"):
+        rp.build(req)
