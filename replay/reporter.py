@@ -98,7 +98,7 @@ def diff_json(d: Diff) -> dict[str, Any]:
         "versions": list(d.versions),
         "new_violations": [v.as_json() for v in d.new_violations],
         "wire": [w.as_json() for w in d.wire],
-        "cache": [{"role": c.role, "index": c.index, "cached": [c.before, c.after]} for c in d.cache],
+        "cache": [{"role": c.role, "index": c.index, c.what: [c.before, c.after]} for c in d.cache],
         "tokens": [vars(t) for t in d.tokens] if d.tokens else None,
         "cost": list(d.cost) if d.cost else None,
     }

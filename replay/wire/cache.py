@@ -188,27 +188,33 @@ def broken_prefixes(c: Cassette, costs: Iterable[RequestCost] | None = None) -> 
 
 @dataclass(frozen=True)
 class CacheChange:
-    """One request whose cacheable prefix differs between two cassettes."""
+    """One request whose cacheable prefix (or its ``cache_control`` breakpoints) differs between two cassettes."""
 
     role: str
     index: int
     before: int
     after: int
+    what: str = "prefix"
+    """``prefix`` (tokens) or ``breakpoints`` (``cache_control`` markers sent)."""
 
     def describe(self) -> str:
+        if self.what == "breakpoints":
+            return f"cache breakpoints at {self.role}[{self.index}]: {self.before} → {self.after}"
         return f"cacheable prefix at {self.role}[{self.index}]: {self.before:,} → {self.after:,} tokens"
 
 
 def compare(a: list[RequestCost], b: list[RequestCost], threshold: float = 0.1) -> list[CacheChange]:
-    """Requests whose cached prefix moved by more than ``threshold`` of the larger figure."""
+    """Requests whose cached prefix moved by more than ``threshold`` of the larger figure, or whose breakpoints moved."""
     cb = {(x.role, x.index): x for x in b}
     out = []
     for x in a:
         y = cb.get((x.role, x.index))
-        if y is None or x.cached == y.cached:
+        if y is None:
             continue
-        if abs(x.cached - y.cached) > threshold * max(x.cached, y.cached, 1):
+        if x.cached != y.cached and abs(x.cached - y.cached) > threshold * max(x.cached, y.cached, 1):
             out.append(CacheChange(x.role, x.index, x.cached, y.cached))
+        if x.breakpoints != y.breakpoints:
+            out.append(CacheChange(x.role, x.index, x.breakpoints, y.breakpoints, "breakpoints"))
     return out
 
 

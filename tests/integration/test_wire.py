@@ -257,3 +257,24 @@ def test_matrix_shows_what_an_older_slim_puts_on_the_wire(
     old = cells.get("0.54.0", {})
     assert old.get("status") == "changed", proc.stdout + proc.stderr
     assert "main[0] wire: reasoning_effort: low → minimal" in old.get("wire", []), old
+
+
+def test_anthropic_cache_breakpoints_are_counted_and_compared(
+    recorded: dict[str, FakeOpenAI], project: Path, cli: Callable[..., Any]
+) -> None:
+    """Where `cache_control` lands is part of what a version sends: a breakpoint fewer is reported."""
+    from replay.cassette import save
+    from replay.wire.cache import request_costs
+
+    path = cassette_path(project / "cassettes", "wire/anthropic")
+    c = load(path)
+    assert [x.breakpoints for x in request_costs(c)] == [1, 1]  # anthropic_cache_instructions: the system block
+    # As if the recording version had put no breakpoint on the first request's system prompt.
+    record = c.exchanges[0].wire[0]  # type: ignore[index]
+    (block,) = c.blobs[record.body_lists["system"][0]]  # list elements are stored wrapped: [element]
+    c.blobs.append([{k: v for k, v in block.items() if k != "cache_control"}])
+    record.body_lists["system"] = [len(c.blobs) - 1]
+    save(c, path)
+    res = cli("run", "wire/anthropic")
+    assert "cache breakpoints at main[0]: 0 → 1" in res.out, res.out
+    assert "main[0] wire: + system[0].cache_control" in res.out, res.out
