@@ -407,6 +407,8 @@ def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             path = self.path.split('?', 1)[0].rstrip('/')
+            if path.endswith('/chat/completions'):  # OpenAI-compatible APIs under other prefixes (Groq: /openai/v1)
+                path = _CHAT_PATH
             if path not in (_CHAT_PATH, _RESPONSES_PATH, _ANTHROPIC_PATH):
                 self._error(HTTPStatus.NOT_FOUND, f'no route for POST {self.path}', 'not_found')
                 return

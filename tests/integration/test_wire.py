@@ -23,7 +23,7 @@ pytest.importorskip("pydantic_ai.models.openai", reason="needs pydantic-ai-slim[
 UNROUTABLE = "http://198.51.100.7:9"
 
 SCENARIOS = '''
-"""Provider models over HTTP: OpenAI Chat (JSON, SSE, tools), OpenAI Responses, Anthropic Messages (SSE, tools)."""
+"""Provider models over HTTP: OpenAI Chat (JSON, SSE, tools), OpenAI Responses, Anthropic Messages (SSE, tools), Groq, Mistral."""
 import os
 
 from pydantic_ai import Agent
@@ -68,6 +68,27 @@ async def responses(run: Run) -> str:
     return (await agent.run("Weather in Oslo?")).output
 
 
+@scenario("wire/groq")
+async def groq(run: Run) -> str:
+    # The groq SDK sends through `httpx`, the others through `httpx2`: both clients are captured.
+    from pydantic_ai.models.groq import GroqModel
+    from pydantic_ai.providers.groq import GroqProvider
+
+    provider = GroqProvider(base_url=os.environ["FAKE_BASE_URL"], api_key=os.environ["GROQ_API_KEY"])
+    agent = weather(Agent(GroqModel("llama-3.3-70b-versatile", provider=provider), instructions="Be brief."))
+    return (await agent.run("Weather in Quito?")).output
+
+
+@scenario("wire/mistral")
+async def mistral(run: Run) -> str:
+    from pydantic_ai.models.mistral import MistralModel
+    from pydantic_ai.providers.mistral import MistralProvider
+
+    provider = MistralProvider(base_url=os.environ["FAKE_BASE_URL"], api_key=os.environ["MISTRAL_API_KEY"])
+    agent = weather(Agent(MistralModel("mistral-small-latest", provider=provider), instructions="Be brief."))
+    return (await agent.run("Weather in Nice?")).output
+
+
 @scenario("wire/reasoning")
 async def reasoning(run: Run) -> str:
     # pydantic-ai's unified `thinking` setting: each slim maps it to the provider's reasoning effort.
@@ -95,15 +116,20 @@ SCRIPTS: dict[str, list[Reply | str]] = {
     "wire/responses": [Reply.tool_call("get_weather", {"city": "Oslo"}, id="call_o1"), "Oslo: sunny."],
     "wire/anthropic": [Reply.tool_call("get_weather", {"city": "Lima"}, id="toolu_l1"), "Lima: sunny."],
     "wire/reasoning": ["Four."],
+    "wire/groq": [Reply.tool_call("get_weather", {"city": "Quito"}, id="call_q1"), "Quito: sunny."],
+    "wire/mistral": [Reply.tool_call("get_weather", {"city": "Nice"}, id="call_n1"), "Nice: sunny."],
 }
 
 
 @pytest.fixture
 def recorded(project: Path, cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> dict[str, FakeOpenAI]:
-    pytest.importorskip("anthropic", reason="needs pydantic-ai-slim[anthropic] (the dev extra installs it)")
+    for sdk in ("anthropic", "groq", "mistralai"):
+        pytest.importorskip(sdk, reason=f"needs the {sdk} SDK (pydantic-ai-slim's extra; the dev extra installs it)")
     (project / "scenarios" / "wire.py").write_text(SCENARIOS)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-proj-wiretest4f7c1d9e2b8a6035")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-api03-wiretest4f7c1d9e2b8a6035")
+    monkeypatch.setenv("GROQ_API_KEY", "gsk_wiretest4f7c1d9e2b8a6035wiretest4f7c1d9e2b8a60")
+    monkeypatch.setenv("MISTRAL_API_KEY", "wiretest4f7c1d9e2b8a6035")
     servers = {}
     for sid, turns in SCRIPTS.items():
         with FakeOpenAI(turns) as srv:
@@ -112,7 +138,7 @@ def recorded(project: Path, cli: Callable[..., Any], monkeypatch: pytest.MonkeyP
             assert res.code == 0 and "outcome ok" in res.out, res.out + res.err
             assert srv.remaining == 0
         servers[sid] = srv
-    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GROQ_API_KEY", "MISTRAL_API_KEY"):
         monkeypatch.delenv(var)
     monkeypatch.setenv("FAKE_BASE_URL", UNROUTABLE)
     return servers
@@ -140,7 +166,7 @@ def test_wire_replay_is_same_with_no_server_no_key(recorded: dict[str, FakeOpenA
     before = {sid: len(srv.requests) for sid, srv in recorded.items()}
     res = cli("run")
     assert res.code == 0, res.out + res.err
-    assert "5 scenarios: 5 same" in res.out, res.out
+    assert "7 scenarios: 7 same" in res.out, res.out
     assert {sid: len(srv.requests) for sid, srv in recorded.items()} == before
 
 
