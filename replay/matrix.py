@@ -153,6 +153,8 @@ def cell_from_run(sc: dict[str, Any]) -> Cell:
         cell["wire"] = wire
     if sc.get("cost"):
         cell["cost"] = sc["cost"]
+    if sc.get("warnings"):
+        cell["warnings"] = list(sc["warnings"])  # e.g. another Python than the recording's
     if status != "changed":
         return cell
     reqs = sc.get("requests", [])
@@ -523,6 +525,7 @@ def cell_lines(cell: Cell) -> list[str]:
     cost = cell.get("cost")
     if isinstance(cost, list) and len(cost) == 2 and cost[1] is not None:
         lines.append(f"cost ${cost[1]:.4f}" if cost[0] in (None, cost[1]) else f"cost ${cost[0]:.4f}→${cost[1]:.4f}")
+    lines += [f"warning: {w}" for w in cell.get("warnings", [])]
     for key, word in (("new_violations", "new violation"), ("violations", "violation")):
         for v in cell.get(key, []):
             where = v.get("role", "") if v.get("index") is None else f"{v.get('role')}[{v.get('index')}]"

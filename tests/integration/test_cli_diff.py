@@ -72,3 +72,16 @@ def test_directories_are_paired_by_scenario(cli, tmp_path: Path) -> None:
     assert cli("diff", OLD, OLD).code == 0
     mixed = cli("diff", OLD, NEW / "seed000" / "long.cassette")
     assert mixed.code == 2 and "directory" in mixed.err
+
+
+def test_another_python_minor_is_a_warning_not_a_change(cli, tmp_path: Path) -> None:
+    from replay.cassette import load, save
+
+    c = load(NEW / "seed000" / "long.cassette")
+    c.header.python_version = "3.12.1"
+    other = save(c, tmp_path / "py312.cassette")
+    r = cli("diff", NEW / "seed000" / "long.cassette", other)
+    assert r.code == 0 and "SAME" in r.out
+    assert "replayed on Python 3.12.1: a difference may come from the Python version" in r.out
+    c.header.python_version = "3.11.99"  # same minor: nothing to say
+    assert "Python" not in cli("diff", NEW / "seed000" / "long.cassette", save(c, tmp_path / "p.cassette")).out

@@ -275,3 +275,30 @@ def test_isolation_and_run_parity(env_dir: Path, tmp_path: Path) -> None:
     configured = _json(replay_cli("matrix", "--harness", "0.62.0", "iso/counted", "--format", "json"))
     assert configured["scenarios"]["iso/counted"]["0.62.0"]["roles"] == {"main": [1, 2]}
     assert not configured["scenarios"]["iso/counted"]["0.62.0"]["outcome"]
+
+
+def test_kill_9_during_matrix_leaves_no_torn_or_temp_files(cold: dict[str, Any], env_dir: Path, tmp_path: Path) -> None:
+    """Issue 13: SIGKILL to the whole matrix (parent and its replays) at several points, then a normal run."""
+    import signal
+    import time
+
+    from replay.cassette import iter_cassettes, load
+
+    out = tmp_path / "out"
+    args = [sys.executable, "-m", "replay", "matrix", "--harness", "0.62.0", "seed000", "seed001", "--out", str(out),
+            "--format", "json", "--jobs", "2"]
+    env = dict(os.environ, REPLAY_ENV_DIR=str(env_dir), CI="1")
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    for delay in (0.8, 1.6, 2.4, 3.2):
+        proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+        time.sleep(delay)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        for path in iter_cassettes(out) if out.is_dir() else []:
+            load(path)  # never torn: raises CassetteError if it were
+    done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, done.stderr
+    assert _json(done)["summary"]["error"] == 0
+    assert [p.name for p in out.rglob("*.tmp")] == []
+    assert len(list(iter_cassettes(out))) == len(_json(done)["scenarios"])

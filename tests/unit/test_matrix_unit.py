@@ -241,6 +241,12 @@ def test_same_and_error_cells() -> None:
     assert err == {"status": "error", "error": "boom: more", "violations": [], "new_violations": []}
 
 
+def test_a_python_warning_reaches_the_cell() -> None:
+    w = "recorded on Python 3.11.7, replayed on Python 3.12.1: a difference may come from the Python version"
+    cell = mx.cell_from_run({"status": "same", "requests": [], "warnings": [w]})
+    assert cell["warnings"] == [w] and mx.cell_lines(cell) == ["same", f"warning: {w}"]
+
+
 # --------------------------------------------------------------------------- merge
 
 
