@@ -16,7 +16,6 @@ from .cassette import (
     iter_cassettes,
     load,
     save,
-    write_atomic,
 )
 from .config import Config
 from .differ import diff
@@ -69,6 +68,14 @@ def python_warning(recorded: Cassette, replayed: Cassette) -> list[str]:
     return []
 
 
+def carried_over_warning(cassette: Cassette, label: str) -> list[str]:
+    """Name the answers an ``--accept`` carried over, so nobody mistakes them for the provider's."""
+    marked = [f"{ex.role}[{ex.index}]" for ex in cassette.exchanges if ex.carried_over]
+    if not marked:
+        return []
+    return [f"{label}: answer carried over from a different request at {', '.join(marked)} (accepted, not re-recorded)"]
+
+
 def clean_results(results: Path | None) -> None:
     """Remove temp files a killed earlier run left in a results folder (not those of live writers)."""
     if results is not None and results.is_dir():
@@ -105,6 +112,7 @@ def replay_scenario(
     d.notes = [div.describe() for div in result.divergences if div.kind != "order"]
     d.warnings += [div.describe() for div in result.divergences if div.kind == "order"]
     d.warnings += python_warning(recorded, result.result)
+    d.warnings += carried_over_warning(recorded, "the recording")
     d.new_violations = invariants.new_violations(recorded, result.result)
     d.price(prices())
     return ScenarioReport(
@@ -116,24 +124,103 @@ def replay_scenario(
     )
 
 
-def accept(reports: Sequence[ScenarioReport]) -> list[str]:
-    """Replace each changed recording by its replay, where the replay followed the recording.
+IN_PROCESS_SYSTEMS = frozenset({"function", "test"})
+"""``Model.system`` of pydantic-ai's in-process models (FunctionModel, TestModel): their answers are code."""
 
-    The replay's answers are the recorded ones, so its cassette is a faithful recording of
-    what the installed harness sends; a replay that diverged (a role asked for more or fewer
-    answers, the network was blocked) got answers that belong to other calls and is kept
-    out. Like syrupy's ``--snapshot-update``, this is for changes already reviewed.
+
+def in_process_only(cassette: Cassette) -> bool:
+    """Whether every answer in the recording came from an in-process model, so recording again is exact."""
+    return all(ex.model_system in IN_PROCESS_SYSTEMS for ex in cassette.exchanges)
+
+
+@dataclass(frozen=True)
+class AcceptOutcome:
+    scenario_id: str
+    status: str  # "accepted" | "not accepted" | "unchanged"
+    detail: str = ""
+
+    def line(self) -> str:
+        return f"{self.status:12} {self.scenario_id}" + (f": {self.detail}" if self.detail else "")
+
+
+def _violations_text(found: Sequence[invariants.Violation]) -> str:
+    names = ", ".join(dict.fromkeys(f"{v.invariant} {v.role}" + ("" if v.index is None else f"[{v.index}]") for v in found))
+    return f"{len(found)} new violation(s) ({names}); pass --accept-violations to accept them"
+
+
+def _mark_carried_over(recorded: Cassette, result: Cassette, changed: set[tuple[str, int]]) -> int:
+    """Flag the answers the replay served to a request other than the one they were recorded for."""
+    before = {(ex.role, ex.index) for ex in recorded.exchanges if ex.carried_over}
+    marked = 0
+    for ex in result.exchanges:
+        key = (ex.role, ex.index)
+        if key in changed or key in before:
+            ex.carried_over = True
+            marked += key in changed
+    return marked
+
+
+def accept(
+    reports: Sequence[ScenarioReport],
+    scenarios: dict[str, Scenario],
+    *,
+    violations: bool = False,
+    limits: Limits = DEFAULT_LIMITS,
+) -> list[AcceptOutcome]:
+    """Make each changed replay the new baseline, honestly; one outcome per scenario.
+
+    * Recorded only with in-process models (FunctionModel, TestModel): the responders are
+      code, so the scenario is recorded again on the installed harness. Exact, even when
+      the replay diverged.
+    * Recorded with a provider: no model is called. The replay's cassette is kept, but an
+      exchange whose request changed got the answer recorded for the old request, which
+      the provider might not give; it is marked "answer carried over from a different
+      request" (``show`` and ``diff`` say so). A replay that diverged (more or fewer calls)
+      is not accepted: re-record it.
+    * New invariant violations are a regression until someone says otherwise: not accepted
+      unless ``violations`` (``--accept-violations``).
     """
-    lines = []
+    out: list[AcceptOutcome] = []
     for r in reports:
-        if r.status != "changed" or r.diff is None or r.cassette is None or r.result is None:
+        sid = r.scenario_id
+        if r.status == "error" or r.cassette is None:
+            out.append(AcceptOutcome(sid, "not accepted", f"error: {r.error or 'no cassette'}"))
+            continue
+        if r.status == "same" or r.diff is None:
+            out.append(AcceptOutcome(sid, "unchanged"))
+            continue
+        path = Path(r.cassette)
+        try:
+            recorded = load(path, limits)
+        except CassetteError as exc:
+            out.append(AcceptOutcome(sid, "not accepted", str(exc)))
+            continue
+        sc = scenarios.get(sid)
+        if sc is not None and in_process_only(recorded):
+            fresh = record(sc)
+            found = invariants.new_violations(recorded, fresh)
+            if found and not violations:
+                out.append(AcceptOutcome(sid, "not accepted", _violations_text(found)))
+                continue
+            save(fresh, path)
+            out.append(AcceptOutcome(sid, "accepted", f"re-recorded (in-process models) -> {path}"))
             continue
         if r.diff.notes:
-            lines.append(f"not accepted {r.scenario_id}: the replay diverged ({r.diff.notes[0]}); re-record it")
+            out.append(AcceptOutcome(sid, "not accepted", f"the replay diverged ({r.diff.notes[0]}); re-record it"))
             continue
-        write_atomic(Path(r.cassette), Path(r.result).read_bytes())
-        lines.append(f"accepted     {r.scenario_id} -> {r.cassette}")
-    return lines
+        if r.diff.new_violations and not violations:
+            out.append(AcceptOutcome(sid, "not accepted", _violations_text(r.diff.new_violations)))
+            continue
+        if r.result is None:
+            out.append(AcceptOutcome(sid, "not accepted", "no replay result was written (--out)"))
+            continue
+        result = load(Path(r.result), limits)
+        changed = {(q.role, q.index) for q in r.diff.requests if q.status != "removed"}
+        marked = _mark_carried_over(recorded, result, changed)
+        save(result, path)
+        note = f"; {marked} answer(s) carried over from a different request" if marked else ""
+        out.append(AcceptOutcome(sid, "accepted", f"-> {path}{note}"))
+    return out
 
 
 def compare_files(a: Path, b: Path, rules: Rules = Rules(), limits: Limits = DEFAULT_LIMITS) -> ScenarioReport:
@@ -143,6 +230,7 @@ def compare_files(a: Path, b: Path, rules: Rules = Rules(), limits: Limits = DEF
         la, lb = f"harness {ca.header.harness_version}", f"harness {cb.header.harness_version}"
     d = diff(ca, cb, rules, a_label=la, b_label=lb)
     d.warnings += python_warning(ca, cb)
+    d.warnings += carried_over_warning(ca, la) + carried_over_warning(cb, lb)
     d.new_violations = invariants.new_violations(ca, cb)
     d.price(prices())
     sid = ca.header.scenario_id or cb.header.scenario_id or f"{a} vs {b}"

@@ -116,6 +116,10 @@ class Exchange(_Model):
     """Index into :attr:`Cassette.runs` of the agent run that made this call."""
     done: int | None = None
     """Order in which this call's answer arrived, across all roles."""
+    carried_over: bool | None = None
+    """Set by ``replay run --accept`` on a provider recording: the request changed since the call
+    was really made, and this answer is the one recorded for the old request (not an answer the
+    provider gave to this request). None (left out on disk) for a real answer."""
     after: int | None = None
     """How many calls had been made when this answer arrived. With :attr:`done`, replay hands
     out answers at the same point, so a background capability's verdict lands between the same
@@ -389,6 +393,8 @@ def to_wire(cassette: Cassette) -> dict[str, Any]:
     _share_run_texts(data)
     for ex in data["exchanges"]:
         ex["messages"] = _runs(ex["messages"])
+        if ex.get("carried_over") is None:
+            ex.pop("carried_over", None)  # only accepted cassettes carry the key
     for run in data["runs"]:
         run["history"] = _runs(run["history"])
         run["result"] = _runs(run["result"])

@@ -173,8 +173,14 @@ def run(
         bool,
         typer.Option(
             "--accept",
-            help="Make the replay the new baseline where it changed and followed the recording "
-            "(same calls, recorded answers): no model is called to re-record.",
+            help="Make each changed replay the new baseline: recordings of in-process models are "
+            "re-recorded; provider recordings keep the recorded answers, marked where the request changed.",
+        ),
+    ] = False,
+    accept_violations: Annotated[
+        bool,
+        typer.Option(
+            "--accept-violations", help="With --accept: also accept replays that have new invariant violations."
         ),
     ] = False,
     level: Annotated[
@@ -215,10 +221,13 @@ def run(
     emit(reports, fmt.value, title="harness-replay run")
     if not targets:
         _warn_orphans(cassettes or config.cassettes, {sc.id for sc in scenarios} | {i for f in failures for i in f.ids})
-    if accept:
-        for line in _pipeline.accept(reports):
-            typer.echo(line, err=True)
-        raise typer.Exit(0 if all(r.status != "error" for r in reports) else 1)
+    if accept or accept_violations:
+        outcomes = _pipeline.accept(
+            reports, {sc.id: sc for sc in scenarios}, violations=accept_violations, limits=limits(config)
+        )
+        for o in outcomes:
+            typer.echo(o.line(), err=True)
+        raise typer.Exit(0 if all(o.status != "not accepted" for o in outcomes) else 1)
     _exit_for(reports)
 
 

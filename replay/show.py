@@ -123,7 +123,8 @@ def render_text(cassette: Cassette, *, normalized: bool = False) -> str:
         return "\n".join(out) + "\n"
     for ex in cassette.exchanges:
         est = f" estimate {ex.estimate}" if ex.estimate is not None else ""
-        out.append(f"== {ex.role}[{ex.index}] {ex.kind} model {ex.model_name}{est}")
+        carried = " (answer carried over from a different request)" if ex.carried_over else ""
+        out.append(f"== {ex.role}[{ex.index}] {ex.kind} model {ex.model_name}{est}{carried}")
         for j, m in enumerate(cassette.expand(ex.messages)):
             out.append(f"  [{j}] {_message(m)}")
         if ex.response is not None:

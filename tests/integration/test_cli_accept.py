@@ -1,0 +1,146 @@
+"""`replay run --accept`: a new baseline the installed harness would really record, or an honest refusal."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_openai import FakeOpenAI
+
+from replay.cassette import load
+
+pytest.importorskip("pydantic_ai.models.openai", reason="needs pydantic-ai-slim[openai]")
+
+KEY = "sk-proj-accepttest00c0ffee1234"
+
+PROVIDER = '''
+import os
+
+from pydantic_ai import Agent
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+
+from replay import Run, scenario
+
+TURNS = 2
+INSTRUCTIONS = "Answer briefly."
+
+
+@scenario("prov/chat")
+async def chat(run: Run) -> str:
+    provider = OpenAIProvider(base_url=os.environ["FAKE_OPENAI_BASE_URL"], api_key=os.environ["OPENAI_API_KEY"])
+    agent = Agent(OpenAIChatModel("gpt-4o-mini", provider=provider), instructions=INSTRUCTIONS)
+    history = []
+    for turn in range(TURNS):
+        result = await agent.run(f"turn {turn}", message_history=history)
+        history = result.all_messages()
+    return result.output
+'''
+
+EXPECTING = '''
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, TextPart
+from pydantic_ai.models.function import FunctionModel
+
+from replay import Run, scenario
+
+PROMPT = "Is it ready?"
+
+
+@scenario("exp/answer")
+async def answer(run: Run) -> str:
+    async def respond(messages, info):
+        return ModelResponse(parts=[TextPart("yes")])
+
+    result = await Agent(FunctionModel(respond)).run(PROMPT)
+    run.expect("asked", "Is it ready?")
+    run.observe("asked", PROMPT)
+    return result.output
+'''
+
+
+def test_in_process_recording_is_re_recorded_even_when_the_replay_diverged(
+    cli: Callable[..., Any], write_scenario: Callable[..., Path], project: Path
+) -> None:
+    path = write_scenario()
+    assert cli("record").code == 0
+    target = project / "cassettes" / "simple" / "compact.cassette"
+    path.write_text(path.read_text().replace("range(4)", "range(5)"))  # one more main request than recorded
+    r = cli("run", "--accept", "--on-exhausted", "repeat")
+    assert r.code == 0, r.err
+    assert "accepted     simple/compact: re-recorded (in-process models)" in r.err
+    c = load(target)
+    assert c.header.mode == "record" and not any(ex.carried_over for ex in c.exchanges)
+    assert len(c.by_role()["main"]) == 5
+    assert cli("run").code == 0  # the new baseline replays unchanged
+
+
+def test_one_line_per_scenario(cli: Callable[..., Any], write_scenario: Callable[..., Path], project: Path) -> None:
+    write_scenario()
+    write_scenario(name="other.py").write_text(
+        (project / "scenarios" / "other.py").read_text().replace("simple/compact", "simple/other")
+    )
+    assert cli("record").code == 0
+    r = cli("run", "--accept")
+    assert r.code == 0
+    assert sorted(r.err.splitlines()) == ["unchanged    simple/compact", "unchanged    simple/other"]
+
+
+def test_new_violations_are_not_accepted_unless_asked(cli: Callable[..., Any], project: Path) -> None:
+    scenario = project / "scenarios" / "exp.py"
+    scenario.write_text(EXPECTING)
+    assert cli("record").code == 0
+    target = project / "cassettes" / "exp" / "answer.cassette"
+    before = target.read_bytes()
+    scenario.write_text(EXPECTING.replace('PROMPT = "Is it ready?"', 'PROMPT = "Is it done?"'))
+    r = cli("run", "--accept")
+    assert r.code == 1
+    assert "not accepted exp/answer: 1 new violation(s) (expectation scenario)" in r.err
+    assert "--accept-violations" in r.err and target.read_bytes() == before
+    r = cli("run", "--accept-violations")
+    assert r.code == 0 and "accepted     exp/answer" in r.err and target.read_bytes() != before
+
+
+@pytest.fixture
+def provider_project(project: Path, cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> Path:
+    (project / "scenarios" / "prov.py").write_text(PROVIDER)
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with FakeOpenAI(["first answer", "second answer"]) as srv:
+        monkeypatch.setenv("FAKE_OPENAI_BASE_URL", srv.base_url)
+        assert cli("record").code == 0
+    monkeypatch.delenv("OPENAI_API_KEY")
+    return project
+
+
+def test_provider_answers_to_changed_requests_are_marked_carried_over(
+    provider_project: Path, cli: Callable[..., Any]
+) -> None:
+    scenario = provider_project / "scenarios" / "prov.py"
+    target = provider_project / "cassettes" / "prov" / "chat.cassette"
+    old = provider_project / "old.cassette"
+    old.write_bytes(target.read_bytes())
+    scenario.write_text(PROVIDER.replace('"Answer briefly."', '"Answer in one word."'))
+    r = cli("run", "--accept")
+    assert r.code == 0, r.err
+    assert "accepted     prov/chat: -> " in r.err and "2 answer(s) carried over from a different request" in r.err
+    c = load(target)
+    assert [ex.carried_over for ex in c.exchanges] == [True, True]
+    shown = cli("show", target).out
+    assert shown.count("(answer carried over from a different request)") == 2
+    diffed = cli("diff", old, target)
+    assert "answer carried over from a different request at main[0], main[1]" in diffed.out
+    # Replaying the accepted baseline is same, and still says whose answers these are.
+    again = cli("run")
+    assert again.code == 0 and "carried over" in again.out
+
+
+def test_provider_replay_that_diverged_is_refused(provider_project: Path, cli: Callable[..., Any]) -> None:
+    scenario = provider_project / "scenarios" / "prov.py"
+    target = provider_project / "cassettes" / "prov" / "chat.cassette"
+    before = target.read_bytes()
+    scenario.write_text(PROVIDER.replace("TURNS = 2", "TURNS = 3"))
+    r = cli("run", "--accept", "--on-exhausted", "repeat")
+    assert r.code == 1 and "not accepted prov/chat: the replay diverged" in r.err and "re-record it" in r.err
+    assert target.read_bytes() == before
