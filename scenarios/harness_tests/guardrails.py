@@ -7,7 +7,6 @@ from pydantic_ai.models.function import FunctionModel
 from pydantic_ai_harness.guardrails import InputGuardrail, ToolGuardrail
 
 from replay import Run, scenario
-
 from scenarios.harness_tests._common import returns, text, tool_calls_then
 
 

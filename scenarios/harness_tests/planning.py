@@ -7,7 +7,6 @@ from pydantic_ai.models.function import FunctionModel
 from pydantic_ai_harness.planning import Planning
 
 from replay import Run, scenario
-
 from scenarios.harness_tests._common import returns, tool_calls_then
 
 

@@ -8,7 +8,6 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai_harness.repair_tool_arguments import RepairToolArguments
 
 from replay import Run, scenario
-
 from scenarios.harness_tests._common import returns
 
 

@@ -8,7 +8,6 @@ from pydantic_ai.models.function import FunctionModel
 from pydantic_ai_harness.compaction import SlidingWindowCompaction
 
 from replay import Run, scenario
-
 from scenarios.harness_tests._common import text
 
 

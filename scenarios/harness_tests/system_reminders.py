@@ -11,7 +11,6 @@ from pydantic_ai.models.function import FunctionModel
 from pydantic_ai_harness.system_reminders import Reminder, SystemReminders
 
 from replay import Run, scenario
-
 from scenarios.harness_tests._common import tool_calls_then
 
 TICKS = [("tick", {})] * 5

@@ -8,7 +8,6 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai_harness.trajectory_judge import TrajectoryJudge
 
 from replay import Run, scenario
-
 from scenarios.harness_tests._common import tool_calls_then
 
 
