@@ -31,15 +31,16 @@ demo: setup
 	@echo "== 3/3 before you upgrade: the same cassettes on 0.54.0 and $(HARNESS), each in its own uv environment"
 	@$(VENV)/bin/replay matrix --harness 0.54.0 --harness $(HARNESS) seed000/long seed001/keep_user_messages_true; $(ok1)
 
+# Parallel on every core (pytest-xdist; worksteal evens out the long integration tests).
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto --dist worksteal
 
 lint: setup
 	$(VENV)/bin/ruff check replay tests scenarios bench
 	$(PY) -m mypy
 
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -n auto --dist worksteal -m "not slow"
 
 bench: setup
 	$(PY) bench/run.py

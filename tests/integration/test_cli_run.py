@@ -70,6 +70,7 @@ def test_junit_and_markdown(cli, write_scenario, project: Path, tmp_path: Path, 
     assert "simple/compact" in summary.read_text()
 
 
+@pytest.mark.slow
 def test_bundled_scenarios_replay_clean_in_fresh_processes_three_times() -> None:
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     for _ in range(3):

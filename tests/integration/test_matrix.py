@@ -20,6 +20,8 @@ from conftest import ROOT
 
 from replay.matrix import render_markdown
 
+pytestmark = pytest.mark.slow  # builds uv environments of several harness versions
+
 SCENARIOS = ["seed000/long", "seed001/keep_user_messages_true"]
 
 

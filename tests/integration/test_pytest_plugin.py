@@ -275,6 +275,7 @@ def test_async_tests_run_by_anyio_are_captured_too(pytester: pytest.Pytester, mo
     assert (pytester.path / "cassettes/test_async/test_it.cassette").is_file()
 
 
+@pytest.mark.slow
 def test_xdist_workers_tally_into_one_summary(agent_test: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """With pytest-xdist the controller prints one summary and sees orphans across all workers."""
     pytest.importorskip("xdist", reason="needs pytest-xdist (dev extra)")
