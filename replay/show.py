@@ -120,6 +120,11 @@ def render_text(cassette: Cassette, *, normalized: bool = False) -> str:
         out.append(f"== outcome {_line(n.outcome)}")
         for o in n.observations:
             out.append(f"== observation {o['name']} {_line(o['value'])}")
+        for entry in n.histories:
+            judged = f" judged {entry['predicate']} -> {_line(entry['verdict'])}" if entry["predicate"] else ""
+            out.append(f"== history {entry['name']}{judged}")
+            out += [f"  source[{j}] {_line(m)}" for j, m in enumerate(entry["source"])]
+            out += [f"  messages[{j}] {_line(m)}" for j, m in enumerate(entry["messages"])]
         return "\n".join(out) + "\n"
     for ex in cassette.exchanges:
         est = f" estimate {ex.estimate}" if ex.estimate is not None else ""

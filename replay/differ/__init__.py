@@ -382,7 +382,10 @@ def _warnings(a: Cassette, b: Cassette) -> list[str]:
 
 
 def _obs(n: NormalCassette) -> dict[str, Any]:
+    """Observations by name; a history handed to the checks counts as one, ``history:<name>`` (its messages)."""
     out: dict[str, Any] = {}
     for o in n.observations:
         out.setdefault(o["name"], []).append(o["value"])
+    for h in n.histories:
+        out.setdefault(f"history:{h['name']}", []).append(h["messages"])
     return {k: v[0] if len(v) == 1 else v for k, v in out.items()}

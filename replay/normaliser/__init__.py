@@ -191,6 +191,8 @@ class NormalCassette:
     """The normalised message table (requests and runs refer into it)."""
     message_digests: list[bytes] = field(default_factory=list, repr=False)
     normaliser: Normaliser | None = field(default=None, repr=False)
+    histories: list[dict[str, Any]] = field(default_factory=list)
+    """Histories handed to the checks (``run.observe_messages`` / ``run.judge``), messages normalised."""
 
     @functools.cached_property
     def runs(self) -> list[dict[str, Any]]:
@@ -220,6 +222,7 @@ class NormalCassette:
             "outcome": self.outcome,
             "observations": self.observations,
             "expectations": self.expectations,
+            **({"histories": self.histories} if self.histories else {}),
         }
 
 
@@ -255,6 +258,11 @@ def normalise(cassette: Cassette, rules: Rules = Rules(), schema: Schema | None 
         messages=messages,
         message_digests=message_digests,
         normaliser=n,
+        histories=[
+            {"name": h.name, "predicate": h.predicate, "verdict": n.value(h.verdict),
+             "messages": [messages[i] for i in h.messages], "source": [messages[i] for i in h.source]}
+            for h in cassette.histories
+        ],
     )
 
 

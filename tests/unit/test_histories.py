@@ -103,3 +103,19 @@ def test_seed001_direct_compact_probe_is_checked_without_an_expected_answer() ->
     assert (v.invariant, v.role, v.evidence["lost"]) == ("content_lost", "observed:compacted", ["A9", "U10", "A10"])
     assert v.evidence["summarizer"] == ["summarizing_compaction[0]"]
     assert not run_checks(load(SEED001 / "compact_direct_keep_user_messages_false.cassette"))
+
+
+def test_a_history_that_changes_is_a_diff_and_in_the_normalised_form() -> None:
+    from replay.cassette import load
+    from replay.differ import diff
+    from replay.normaliser import normalise
+
+    a = load(SEED001 / "compact_direct_keep_user_messages_true.cassette")
+    b = a.model_copy(deep=True)
+    b.histories[0].messages = b.histories[0].messages[:-1]  # as 0.54.0 does: U11 dropped from the result
+    d = diff(a, b)
+    assert d.changed
+    (change,) = [c for c in d.observations if c.path.startswith("observations.history:compacted")]
+    assert change.path == "observations.history:compacted[5]" and change.new is None
+    assert normalise(a).as_json()["histories"][0]["name"] == "compacted"
+    assert "histories" not in normalise(load(ROOT / "cassettes" / "seed000" / "long.cassette")).as_json()
