@@ -26,10 +26,10 @@ demo: setup
 	@$(VENV)/bin/replay run; $(ok1)
 	@echo
 	@echo "== 2/3 invariant checks on the seed recordings: the seed regressions, found on one version"
-	@$(VENV)/bin/replay check cassettes/seed000 cassettes/seed001; $(ok1)
+	@$(VENV)/bin/replay check cassettes/seed000 cassettes/seed001 cassettes/seed003; $(ok1)
 	@echo
 	@echo "== 3/3 before you upgrade: the same cassettes on 0.54.0 and $(HARNESS), each in its own uv environment"
-	@$(VENV)/bin/replay matrix --harness 0.54.0 --harness $(HARNESS) seed000/long seed001/keep_user_messages_true; $(ok1)
+	@$(VENV)/bin/replay matrix --harness 0.54.0 --harness $(HARNESS) seed000/long seed001/keep_user_messages_true seed002/whitespace; $(ok1)
 
 # Parallel on every core (pytest-xdist; worksteal evens out the long integration tests).
 test: setup

@@ -317,7 +317,7 @@ def _json(value: Any, limit: int = 120) -> str:
 
 
 def _requests(e: dict[str, Any]) -> str:
-    return ", ".join(f"{r} {n}" for r, n in e.get("requests", {}).items()) or "none"
+    return ", ".join(f"{r} {n}" for r, n in e.get("requests", {}).items()) or "no model request"
 
 
 def _estimates(e: dict[str, Any]) -> str:
@@ -345,12 +345,13 @@ def _rows(versions: list[dict[str, Any]], sid: str) -> list[tuple[str, list[str]
     entries = [v["scenarios"].get(sid, {}) for v in versions]
     rows: list[tuple[str, list[str]]] = []
 
-    def cells(fn: Callable[[dict[str, Any]], str]) -> list[str]:
-        return [f"error: {e.get('error', '')}" if e.get("status") == "error" and "outcome" not in e else fn(e) for e in entries]
+    def cells(fn: Callable[[dict[str, Any]], str], failed: str = "-") -> list[str]:
+        """One cell per version; a version that could not replay says why once (in the outcome row)."""
+        return [failed.format(e.get("error", "")) if e.get("status") == "error" and "outcome" not in e else fn(e) for e in entries]
 
     rows.append(("requests per role", cells(_requests)))
     rows.append(("main request estimates", cells(_estimates)))
-    rows.append(("outcome", cells(_outcome_text)))
+    rows.append(("outcome", cells(_outcome_text, "not replayed: {}")))
     names = list(dict.fromkeys(o["name"] for e in entries for o in e.get("observations", [])))
     def observed(name: str) -> Callable[[dict[str, Any]], str]:
         return lambda e: "; ".join(_json(o["value"], 600) for o in e.get("observations", []) if o["name"] == name) or "-"

@@ -112,3 +112,14 @@ def test_build_refuses_a_scenario_without_cassette(tmp_path: Path) -> None:
     req = rp.Request(subject=subject, targets={"a/b": "a/b"}, versions=parse_versions(["0.62.0"]), cassettes=tmp_path)
     with pytest.raises(ReplayUsageError, match=r"a/b.cassette: no cassette \(record it with: replay record a/b\)"):
         rp.build(req)
+
+
+def test_a_version_that_could_not_replay_says_why_once() -> None:
+    broken = dict(_version("9.9.9", [], None), env_error="install: no such release", harness=None, freeze=[], freeze_sha256=None)
+    broken["scenarios"] = {"a/b": {"status": "error", "error": "install: no such release"}, "a/control": {"status": "error", "error": "install: no such release"}}
+    report = _report(versions=[broken, _version("0.62.0", [889], None)])
+    md = rp.render_markdown(report)
+    assert "environment error: install: no such release" in md
+    assert "| outcome | not replayed: install: no such release | ok:" in md
+    assert "| requests per role | - | main 1 |" in md
+    assert rp.exit_code(report) == 1
