@@ -25,7 +25,7 @@ from .recorder import record
 from .replayer import Level, OnExhausted, replay
 from .reporter import ScenarioReport
 from .scenario import Scenario
-from .wire.cache import Price, prices_from
+from .wire.cache import Price, Tokenizer, prices_from, tokenizer_from
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def replay_scenario(
     result_path = None
     if results is not None:
         result_path = save(result.result, cassette_path(results, sc.id))
-    d = diff(recorded, result.result, rules)
+    d = diff(recorded, result.result, rules, tokenizer=tokenizer())
     d.notes = [div.describe() for div in result.divergences if div.kind != "order"]
     d.warnings += [div.describe() for div in result.divergences if div.kind == "order"]
     d.warnings += python_warning(recorded, result.result)
@@ -228,7 +228,7 @@ def compare_files(a: Path, b: Path, rules: Rules = Rules(), limits: Limits = DEF
     la, lb = str(a), str(b)
     if ca.header.harness_version != cb.header.harness_version:
         la, lb = f"harness {ca.header.harness_version}", f"harness {cb.header.harness_version}"
-    d = diff(ca, cb, rules, a_label=la, b_label=lb)
+    d = diff(ca, cb, rules, a_label=la, b_label=lb, tokenizer=tokenizer())
     d.warnings += python_warning(ca, cb)
     d.warnings += carried_over_warning(ca, la) + carried_over_warning(cb, lb)
     d.new_violations = invariants.new_violations(ca, cb)
@@ -270,6 +270,14 @@ def prices() -> dict[str, Price]:
 
     config = load_config()
     return prices_from(config.extra.get("prices"), config.source)
+
+
+def tokenizer() -> Tokenizer | None:
+    """``[tool.replay] tokenizer`` of the project in the working directory (None: the harness heuristic)."""
+    from .config import load_config
+
+    config = load_config()
+    return tokenizer_from(config.extra.get("tokenizer"), config.source)
 
 
 def rules_from(config: Config, extra: Iterable[str] = ()) -> Rules:

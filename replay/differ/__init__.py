@@ -19,7 +19,7 @@ from deepdiff import DeepDiff
 
 from ..cassette import Cassette
 from ..normaliser import NormalCassette, NormalRequest, Rules, digest, normalise, schema_for
-from ..wire.cache import CacheChange, Price, RequestCost, Tokens, request_costs, total
+from ..wire.cache import CacheChange, Price, RequestCost, Tokenizer, Tokens, request_costs, total
 from ..wire.cache import compare as compare_cache
 from ..wire.compare import WireChange
 from ..wire.compare import compare as compare_wire
@@ -304,7 +304,9 @@ def diff(
     rules: Rules = Rules(),
     a_label: str = "recorded",
     b_label: str = "replayed",
+    tokenizer: Tokenizer | None = None,
 ) -> Diff:
+    """Compare two cassettes; ``tokenizer`` (``[tool.replay] tokenizer``) sizes the prompt-cache figures."""
     # Each side strips the defaults its own version declares, plus the other side's for
     # fields its version never had (schema growth in either direction).
     ca = a.source if isinstance(a, NormalCassette) else a
@@ -349,7 +351,7 @@ def diff(
                     continue
             requests.append(rd)
     outcome = (na.outcome, nb.outcome) if na.outcome != nb.outcome else None
-    costs_a, costs_b = request_costs(na.source), request_costs(nb.source)
+    costs_a, costs_b = request_costs(na.source, tokenizer), request_costs(nb.source, tokenizer)
     observations = _changes("observations", _obs(na), _obs(nb)) if _obs(na) != _obs(nb) else []
     observations = sorted((c for c in observations if not rules.ignores(c.path)), key=lambda c: natural_key(c.path))
     return Diff(

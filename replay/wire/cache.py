@@ -14,7 +14,7 @@ one ruler; the price table in ``[tool.replay] prices`` turns them into money.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,32 @@ from ..cassette import Cassette, Exchange
 from ..errors import ReplayUsageError
 
 _SENDS = ("request", "request_stream")
+
+Tokenizer = Callable[[str], int]
+"""Token count of a text, as the harness's compaction accepts one (``estimate_token_count(tokenizer=)``)."""
+
+
+def tokenizer_from(spec: Any, source: Path | None) -> Tokenizer | None:
+    """``[tool.replay] tokenizer = "module:function"``: a callable from the project, or None for the heuristic."""
+    if spec is None:
+        return None
+    where = f"{source or 'pyproject.toml'}: [tool.replay] tokenizer"
+    if not isinstance(spec, str) or spec.count(":") != 1:
+        raise ReplayUsageError(f"{where} must be \"module:function\" (a callable taking a str, returning an int)")
+    module_name, _, attr = spec.partition(":")
+    import importlib
+    import sys
+
+    root = str((source.parent if source else Path.cwd()).resolve())  # the project's own modules, as scenarios see them
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    try:
+        fn = getattr(importlib.import_module(module_name), attr)
+    except Exception as exc:
+        raise ReplayUsageError(f"{where}: cannot import {spec!r}: {exc}") from None
+    if not callable(fn):
+        raise ReplayUsageError(f"{where}: {spec!r} is not callable")
+    return fn  # type: ignore[no-any-return]
 
 
 class Price(BaseModel):
@@ -85,25 +111,27 @@ class RequestCost:
 class _Sizes:
     """Per-message token estimates of one cassette, each message estimated once."""
 
-    def __init__(self, cassette: Cassette) -> None:
+    def __init__(self, cassette: Cassette, tokenizer: Tokenizer | None = None) -> None:
         self.cassette = cassette
+        self.tokenizer = tokenizer
         self.memo: dict[int, int] = {}
 
     def __call__(self, index: int) -> int:
         size = self.memo.get(index)
         if size is None:
-            size = self.memo[index] = _estimate_one(self.cassette.messages[index])
+            size = self.memo[index] = _estimate_one(self.cassette.messages[index], self.tokenizer)
         return size
 
 
-def _estimate_one(message: dict[str, Any]) -> int:
-    from ..recorder import estimate, load_messages
+def _estimate_one(message: dict[str, Any], tokenizer: Tokenizer | None = None) -> int:
+    from ..recorder import load_messages
 
     try:
-        value = estimate(load_messages([message]))
-    except Exception:  # a message this version cannot read: fall back to its text length
-        value = None
-    return value if value is not None else len(json.dumps(message, default=str)) // 4
+        from pydantic_ai_harness.compaction import estimate_token_count
+
+        return int(estimate_token_count(load_messages([message]), tokenizer))
+    except Exception:  # a message this version cannot read (or a failing tokenizer): its text length
+        return len(json.dumps(message, default=str)) // 4
 
 
 def _output_tokens(c: Cassette, ex: Exchange, sizes: _Sizes) -> int:
@@ -130,9 +158,9 @@ def _compaction_between(c: Cassette, before: Exchange, after: Exchange, user_rol
     return after.kind == "compact_messages"
 
 
-def request_costs(c: Cassette) -> list[RequestCost]:
+def request_costs(c: Cassette, tokenizer: Tokenizer | None = None) -> list[RequestCost]:
     """Every request that sends messages, with its cacheable prefix against the role's previous one."""
-    sizes = _Sizes(c)
+    sizes = _Sizes(c, tokenizer)
     user_roles = c.user_roles()
     out: list[RequestCost] = []
     for role, xs in c.by_role().items():

@@ -83,3 +83,30 @@ def test_a_bad_price_table_is_one_line_naming_the_file(table: object, problem: s
         prices_from(table, Path("pyproject.toml"))
     assert str(err.value).startswith("pyproject.toml: [tool.replay] prices")
     assert problem in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_configured_tokenizer_sizes_the_cache_figures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from replay import _pipeline
+
+    (tmp_path / "words.py").write_text("def count(text: str) -> int:\n    return len(text.split())\n")
+    (tmp_path / "pyproject.toml").write_text('[tool.replay]\ntokenizer = "words:count"\n')
+    monkeypatch.chdir(tmp_path)
+    tok = _pipeline.tokenizer()
+    assert tok is not None and tok("a b c") == 3
+    c = load(REMINDERS_062)
+    by_words, by_chars = request_costs(c, tok), request_costs(c)
+    assert [x.tokens for x in by_words] != [x.tokens for x in by_chars]
+    mains = [x for x in by_words if x.role == "main"]
+    assert len(mains) == 21 and all(x.cached == prev.tokens for prev, x in zip(mains, mains[1:]))
+
+
+@pytest.mark.parametrize(
+    ("spec", "problem"),
+    [("words", 'must be "module:function"'), ("nosuchmodule_x:count", "cannot import 'nosuchmodule_x:count'")],
+)
+def test_a_bad_tokenizer_is_one_line_naming_the_file(spec: str, problem: str) -> None:
+    from replay.wire.cache import tokenizer_from
+
+    with pytest.raises(ReplayUsageError) as err:
+        tokenizer_from(spec, Path("pyproject.toml"))
+    assert str(err.value).startswith("pyproject.toml: [tool.replay] tokenizer") and problem in str(err.value)
