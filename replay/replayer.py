@@ -107,7 +107,10 @@ class CassetteSource:
     def __init__(self, recorded: Cassette, on_exhausted: OnExhausted = "fail") -> None:
         self.recorded = recorded
         self.on_exhausted = on_exhausted
-        self.queues: dict[str, deque[Exchange]] = {r: deque(xs) for r, xs in recorded.by_role().items()}
+        # Roles are agent names, scrubbed in the cassette: a live name is looked up by the same key.
+        self._keys: dict[str, str] = {}
+        self.queues: dict[str, deque[Exchange]] = {self._key(r): deque(xs) for r, xs in recorded.by_role().items()}
+        self._held = {k: len(q) for k, q in self.queues.items()}
         self.last: dict[str, Exchange] = {}
         self.divergences: list[Divergence] = []
         # Answers are handed out at their recorded point (Exchange.done / .after): `_released`
@@ -118,6 +121,14 @@ class CassetteSource:
         self._released = 0
         self._delivered: set[int] = set()
         self._calls = 0
+
+    def _key(self, role: str) -> str:
+        key = self._keys.get(role)
+        if key is None:
+            from .scrub import name_key
+
+            key = self._keys[role] = name_key(role)
+        return key
 
     def _ready(self, rec: Exchange) -> bool:
         return rec.done is None or (rec.done <= self._released and (rec.after or 0) <= self._calls)
@@ -153,20 +164,21 @@ class CassetteSource:
 
     def _next(self, call: Call, exchange: Exchange) -> Exchange | None:
         self._calls += 1
-        queue = self.queues.get(call.role)
+        role = self._key(call.role)
+        queue = self.queues.get(role)
         if queue:
             rec = queue.popleft()
-            self.last[call.role] = rec
+            self.last[role] = rec
             if rec.kind != call.kind and {rec.kind, call.kind} != {"request", "request_stream"}:
                 self.divergences.append(
                     Divergence(call.role, exchange.index, "kind_mismatch", f"recorded {rec.kind}, replay made {call.kind}")
                 )
             return rec
-        recorded = len(self.recorded.by_role().get(call.role, []))
+        recorded = self._held.get(role, 0)
         detail = f"request #{exchange.index + 1} of role {call.role!r}, but the cassette holds {recorded}"
-        if self.on_exhausted == "repeat" and call.role in self.last:
+        if self.on_exhausted == "repeat" and role in self.last:
             self.divergences.append(Divergence(call.role, exchange.index, "exhausted", detail + " (repeated the last)"))
-            return self.last[call.role]
+            return self.last[role]
         if self.on_exhausted == "fake":
             self.divergences.append(Divergence(call.role, exchange.index, "exhausted", detail + " (called the scenario's model)"))
             return None

@@ -47,6 +47,7 @@ _MAX_VALUE = 2048
 # Older cassettes carry an 8-hex-digit hash in place of the ordinal; both are placeholders.
 _PLACEHOLDER = r"<secret:[a-z0-9._-]{1,40}:[0-9a-f]{1,16}>"
 PLACEHOLDER_RE = re.compile(_PLACEHOLDER)
+_ORDINAL_RE = re.compile(r"<secret:([a-z0-9._-]{1,40}):([0-9a-f]{1,16})>")
 
 # A token may not start in the middle of a word ("task-...", "mask-..."), but it may
 # follow an underscore or punctuation ("OPENAI_API_KEY=sk-...").
@@ -476,6 +477,8 @@ class Scrubber:
         if done is not None:
             return done
         original = text
+        if "<secret:" in text:
+            self._count_existing(text)
         for _ in range(_MAX_PASSES):
             new = self._pass(text)
             if new == text:
@@ -483,6 +486,17 @@ class Scrubber:
             text = new
         self._seen[original] = text
         return text
+
+    def _count_existing(self, text: str) -> None:
+        """Placeholders already in the text (a replay serves scrubbed answers) take their ordinals.
+
+        The recording numbered those secrets at this point of the walk; counting them keeps
+        the replay's later secrets on the numbers the recording gave them.
+        """
+        for m in _ORDINAL_RE.finditer(text):
+            n = m.group(2)
+            if n.isdigit() and len(n) <= 6:
+                self._counts[m.group(1)] = max(self._counts[m.group(1)], int(n))
 
     def _pass(self, text: str) -> str:
         active = tuple(sorted({i for gate, i in _GATES if gate in text}))
@@ -605,12 +619,44 @@ class Scrubber:
 
         return pattern.sub(replace, text)
 
-    def _scrub_model(self, obj: Any, path: str) -> Any:
-        """A pydantic record, field by field; of the header only the role names (ids and versions stay)."""
+    def _scrub_cassette(self, c: Any) -> Any:
+        """What the scenario produced first, what the model answered last.
+
+        A replay serves the recorded answers, already scrubbed: their secrets arrive as
+        placeholders, which count (:meth:`_count_existing`) but teach no value. Numbering
+        the live data (requests, names, runs, outcome) first gives every secret the
+        ordinal the recording gave it, whichever answer also carried it.
+        """
+        answers = {ex.response for ex in c.exchanges if ex.response is not None}
+        served = {"events", "usage", "error", "wire"}
+        messages = list(c.messages)
+        for i, m in enumerate(c.messages):
+            if i not in answers:
+                messages[i] = self._walk(m, f"messages.{i}" if self._exempt else None)
+        first = self._scrub_model(c, "", skip={"messages", "exchanges"})
+        exchanges = [self._scrub_model(ex, f"exchanges.{i}", skip=served) for i, ex in enumerate(c.exchanges)]
+        for i in sorted(answers):
+            if 0 <= i < len(messages):
+                messages[i] = self._walk(c.messages[i], f"messages.{i}" if self._exempt else None)
+        exchanges = [
+            done.model_copy(update=self._model_update(ex, f"exchanges.{i}", only=served))
+            for i, (ex, done) in enumerate(zip(c.exchanges, exchanges, strict=True))
+        ]
+        return first.model_copy(update={"messages": messages, "exchanges": exchanges})
+
+    def _scrub_model(
+        self, obj: Any, path: str, *, skip: frozenset[str] | set[str] = frozenset(), only: set[str] | None = None
+    ) -> Any:
+        return obj.model_copy(update=self._model_update(obj, path, skip=skip, only=only))
+
+    def _model_update(
+        self, obj: Any, path: str, *, skip: frozenset[str] | set[str] = frozenset(), only: set[str] | None = None
+    ) -> dict[str, Any]:
+        """A pydantic record's scrubbed fields; of the header only the role names (ids and versions stay)."""
         update: dict[str, Any] = {}
         header = type(obj).__name__ == "Header"
         for name in type(obj).model_fields:
-            if header and name != "roles":
+            if (header and name != "roles") or name in skip or (only is not None and name not in only):
                 continue
             value = getattr(obj, name)
             child = f"{path}.{name}" if path else name
@@ -622,7 +668,7 @@ class Scrubber:
                 update[name] = [self._scrub_model(v, f"{child}.{i}") for i, v in enumerate(value)]
             elif isinstance(value, (str, list, dict, tuple)):
                 update[name] = self._walk(value, child if self._exempt else None)
-        return obj.model_copy(update=update)
+        return update
 
     # ------------------------------------------------------------------ screening
 
@@ -709,12 +755,28 @@ def scrub_cassette(cassette: _M, config: ScrubConfig | None = None) -> _M:
     if text is not None and not scrubber._user and not scrubber._text_might_hold(text) and not scrubber._env_in(text):
         return cassette
     scrubber._use_env = False
-    out = scrubber._scrub_model(c, "")
+    out = scrubber._scrub_cassette(c)
     if scrubber._learned or (scrubber._env_values and (text is None or scrubber._env_in(text))):
         scrubber._use_env = True
         scrubber._seen.clear()
-        out = scrubber._scrub_model(c, "")
+        out = scrubber._scrub_cassette(c)
     return out  # type: ignore[no-any-return]
+
+
+def name_key(name: str) -> str:
+    """A name (an agent's, a role's) as a recording and its replay both see it: secrets by kind only.
+
+    The cassette holds role names scrubbed, while a replay meets the live names; ordinals
+    count within a cassette, so the key keeps the kind and drops the ordinal.
+    """
+    scrubbed = Scrubber(ScrubConfig(patterns=list(_user_patterns()))).scrub_text(name)
+    return _ORDINAL_RE.sub(r"<secret:\1>", scrubbed) if "<secret:" in scrubbed else scrubbed
+
+
+def _user_patterns() -> tuple[str, ...]:
+    from .config import load_config
+
+    return load_config().scrub_patterns
 
 
 # --------------------------------------------------------------------------- outputs

@@ -1,12 +1,16 @@
-"""No seeded secret reaches the bytes of a cassette written by ``replay record``.
+"""No seeded secret reaches disk or any output, and the verdict does not depend on the environment.
 
-A real scenario (FunctionModel) carries every shape in tests/secret_shapes.py through
-its prompt, its model settings (``extra_headers``), a tool result, the model's answer,
-the run output and an observation; one more is the value of ``MY_SERVICE_TOKEN``.
+A real scenario (FunctionModel) carries every shape in tests/secret_shapes.py (60+) in each of
+22 places — prompt, instructions, headers, tool args/results, retry prompt, thinking, provider
+details, output, observation names and values, expectations, model/agent/tool names, files sent
+as BinaryContent (.env, JSON, YAML) and document URLs — each place with secrets of its own.
+It is recorded with credential-named environment variables holding the prompt's secrets, then
+replayed in every format with and without them.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,24 +21,44 @@ import secret_shapes
 from replay.cassette import load
 
 
-def test_no_seeded_secret_is_written(
+def test_secrets_never_written_and_verdict_independent_of_env(
     project: Path, cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name, value in secret_shapes.prepare(project).items():
-        monkeypatch.setenv(name, value)
+    def runner(args: list[str], env: dict[str, str | None]) -> tuple[int, str, str]:
+        for name, value in env.items():
+            if value is None:
+                monkeypatch.delenv(name, raising=False)
+            else:
+                monkeypatch.setenv(name, value)
+        result = cli(*args)
+        return result.code, result.out, result.err
 
-    result = cli("record", "secrets/leaky")
-    assert result.code == 0, result.err
-    path = project / "cassettes" / "secrets" / "leaky.cassette"
-    cassette = load(path)
+    fig = secret_shapes.check(project, runner)
+    assert fig.shapes >= 45 and fig.places >= 20
+    cassette = load(project / "cassettes" / "secrets" / "leaky.cassette")
     assert cassette.outcome.status == "ok", cassette.outcome
-    assert len(cassette.exchanges) == 2  # the tool call and the answer: every carrier was exercised
-
-    seeded = secret_shapes.seeded()
-    assert len({s.name for s in secret_shapes.shapes()}) >= 20
-    data = path.read_bytes()
-    assert secret_shapes.leaks(data, seeded) == []
-    assert data.count(b"<secret:") >= len(seeded)
+    assert len(cassette.exchanges) == 3  # retry, tool call, answer: every carrier was exercised
+    assert {k: v for k, v in fig.leaks.items() if v} == {}
+    assert fig.files >= 2 and fig.outputs == 10  # the cassette and the replay result, at least
+    assert set(fig.verdicts.values()) == {"same"}, fig.verdicts
+    data = (project / "cassettes" / "secrets" / "leaky.cassette").read_bytes()
+    assert data.count(b"<secret:") >= fig.shapes
     settings = cassette.blobs[cassette.exchanges[0].settings or 0]
     assert settings["temperature"] == 0.0
-    assert all(v.startswith(("<secret:", "Bearer <secret:")) for v in settings["extra_headers"].values())
+    assert all("<secret:" in v for v in settings["extra_headers"].values())
+    assert not any(k.startswith("SHAPE_") for k in os.environ)  # the last runs really had no variables
+
+
+def test_recordings_with_and_without_env_are_the_same(
+    project: Path, cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = secret_shapes.prepare(project)
+    monkeypatch.setenv("REPLAY_TEST_PAYLOAD", env.pop("REPLAY_TEST_PAYLOAD"))
+    assert cli("record", "secrets/leaky").code == 0
+    bare = project / "bare.cassette"
+    (project / "cassettes" / "secrets" / "leaky.cassette").rename(bare)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert cli("record", "secrets/leaky").code == 0
+    result = cli("diff", str(bare), "cassettes/secrets/leaky.cassette")
+    assert result.code == 0, result.out
