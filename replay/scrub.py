@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any, NamedTuple, TypeVar
 
-from pydantic import BaseModel
 
 from .errors import ReplayUsageError
 
@@ -662,9 +661,9 @@ class Scrubber:
             child = f"{path}.{name}" if path else name
             if header:
                 update[name] = {self.scrub_text(k): self.scrub_text(v) for k, v in value.items()}
-            elif isinstance(value, BaseModel):
+            elif _is_model(value):
                 update[name] = self._scrub_model(value, child)
-            elif isinstance(value, list) and value and isinstance(value[0], BaseModel):
+            elif isinstance(value, list) and value and _is_model(value[0]):
                 update[name] = [self._scrub_model(v, f"{child}.{i}") for i, v in enumerate(value)]
             elif isinstance(value, (str, list, dict, tuple)):
                 update[name] = self._walk(value, child if self._exempt else None)
@@ -711,6 +710,11 @@ def _has_objects(value: Any, depth: int) -> bool:
     if isinstance(value, (list, tuple)):
         return any(_has_objects(v, depth + 1) for v in value)
     return not (value is None or isinstance(value, (str, int, float, bool, bytes)))
+
+
+def _is_model(value: Any) -> bool:
+    """A pydantic model, told without importing pydantic (``replay show`` starts without it)."""
+    return isinstance(getattr(type(value), "model_fields", None), dict) and hasattr(value, "model_copy")
 
 
 def _binary_data(d: Mapping[Any, Any]) -> str | None:
