@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any, NamedTuple, TypeVar
 
-
 from .errors import ReplayUsageError
 
 __all__ = ["PLACEHOLDER_RE", "ScrubConfig", "Scrubber", "compile_patterns", "redact", "scrub_cassette"]
