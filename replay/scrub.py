@@ -56,8 +56,9 @@ _D = r"(?=[A-Za-z0-9_-]*[0-9])"  # real keys hold a digit; English words with a 
 
 class _Shape(NamedTuple):
     kind: str
-    gates: tuple[str, ...]
-    """Substrings every match contains: the regex runs only on text holding one (C-speed scans)."""
+    gates: tuple[str | re.Pattern[str], ...]
+    """What every match contains: the regex runs only on text holding one. Substrings (C-speed
+    scans) where the shape has a distinctive literal, else a short regex led by a literal or class."""
     pattern: str
     inner: str | None = None
     """Group holding the secret when the match also holds readable context (a URL's host)."""
@@ -105,7 +106,7 @@ _SHAPES: list[_Shape] = [
         r"discord(?:app)?\.com/api/webhooks/(?P<discord_v>[0-9]+/[A-Za-z0-9_-]{20,})",
         "discord_v",
     ),
-    _Shape("discord", (".",), r"(?<![A-Za-z0-9_-])[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40}" + _E),
+    _Shape("discord", (re.compile(r"[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\."),), r"(?<![A-Za-z0-9_-])[MNO][A-Za-z0-9_-]{23,27}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40}" + _E),
     _Shape("telegram", (":AA",), r"(?<![0-9])[0-9]{8,10}:AA[A-Za-z0-9_-]{30,34}(?![A-Za-z0-9_-])"),
     _Shape("sendgrid", ("SG.",), _B + r"SG\.[A-Za-z0-9_-]{16,32}\.[A-Za-z0-9_-]{16,64}"),
     _Shape("npm", ("npm_",), _B + r"npm_[A-Za-z0-9]{36}" + _E),
@@ -118,8 +119,8 @@ _SHAPES: list[_Shape] = [
     _Shape("logfire", ("pylf_",), _B + r"pylf_[A-Za-z0-9_]{20,}"),
     _Shape("azure", ("JQQJ9",), _B + r"[A-Za-z0-9]{40,60}JQQJ9[9DH][A-Za-z0-9]{18,32}" + _E),
     _Shape("azure-ad", ("8Q~",), r"(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.-]{3}8Q~[A-Za-z0-9_~.-]{31,34}"),
-    _Shape("mailchimp", ("-us",), _B + r"[0-9a-f]{32}-us[0-9]{1,2}" + _E),
-    _Shape("twilio", ("SK",), _B + r"SK[0-9a-fA-F]{32}" + _E),
+    _Shape("mailchimp", (re.compile(r"-us[0-9]"),), _B + r"[0-9a-f]{32}-us[0-9]{1,2}" + _E),
+    _Shape("twilio", (re.compile(r"SK[0-9a-fA-F]{32}"),), _B + r"SK[0-9a-fA-F]{32}" + _E),
     _Shape("mailgun", ("key-",), _B + r"key-[0-9a-f]{32}" + _E),
     _Shape("shopify", ("shpat_", "shpca_", "shppa_", "shpss_"), _B + r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"),
     _Shape("databricks", ("dapi",), _B + r"dapi[0-9a-f]{32}(?:-[0-9])?" + _E),
@@ -133,13 +134,13 @@ _SHAPES: list[_Shape] = [
     _Shape("langsmith", ("lsv2_",), _B + r"lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}"),
     _Shape("pinecone", ("pcsk_",), _B + r"pcsk_[A-Za-z0-9_]{40,}"),
     _Shape("tavily", ("tvly-",), _B + r"tvly-(?:dev-)?[A-Za-z0-9]{24,}"),
-    _Shape("firecrawl", ("fc-",), _B + r"fc-[a-f0-9]{32}" + _E),
+    _Shape("firecrawl", (re.compile(r"fc-[a-f0-9]{32}"),), _B + r"fc-[a-f0-9]{32}" + _E),
     _Shape("supabase", ("sbp_",), _B + r"sbp_[a-f0-9]{40}"),
     _Shape("newrelic", ("NRAK-",), r"NRAK-[A-Z0-9]{27}"),
     _Shape("grafana", ("glsa_", "glc_"), _B + r"(?:glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|glc_[A-Za-z0-9+/]{32,}={0,2})"),
     _Shape("doppler", ("dp.",), _B + r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}"),
     _Shape("cerebras", ("csk-",), _B + r"csk-[a-z0-9]{40,}"),
-    _Shape("airtable", ("pat",), _B + r"pat[A-Za-z0-9]{14}\.[a-f0-9]{64}" + _E),
+    _Shape("airtable", (re.compile(r"pat[A-Za-z0-9]{14}\."),), _B + r"pat[A-Za-z0-9]{14}\.[a-f0-9]{64}" + _E),
     _Shape("figma", ("figd_",), _B + r"figd_[A-Za-z0-9_-]{30,}"),
     _Shape("square", ("sq0",), _B + r"sq0(?:atp|csp)-[A-Za-z0-9_-]{22,}"),
     _Shape("razorpay", ("rzp_",), _B + r"rzp_(?:live|test)_[A-Za-z0-9]{14,}"),
@@ -151,7 +152,11 @@ _SHAPES: list[_Shape] = [
 _GROUP = {i: f"s{i}" for i in range(len(_SHAPES))}
 _KIND_OF_GROUP = {f"s{i}": s.kind for i, s in enumerate(_SHAPES)}
 _INNER_OF_GROUP = {f"s{i}": s.inner for i, s in enumerate(_SHAPES) if s.inner}
-_GATES: list[tuple[str, int]] = [(g, i) for i, s in enumerate(_SHAPES) for g in s.gates]
+_GATES: list[tuple[str | re.Pattern[str], int]] = [(g, i) for i, s in enumerate(_SHAPES) for g in s.gates]
+
+
+def _present(gates: list[tuple[str | re.Pattern[str], int]], text: str) -> list[tuple[str | re.Pattern[str], int]]:
+    return [(g, i) for g, i in gates if (g in text if isinstance(g, str) else g.search(text) is not None)]
 _ALL_SHAPES_RE = re.compile("|".join(f"(?P<s{i}>{s.pattern})" for i, s in enumerate(_SHAPES)))
 
 
@@ -179,7 +184,7 @@ _CLASS_OF_WORD = {
     "password": "password", "passwd": "password", "passphrase": "password", "pwd": "password",
     "secret": "secret", "token": "token", "accesstoken": "token", "apikey": "api-key",
     "authorization": "auth", "auth": "auth", "credential": "credential", "credentials": "credential",
-    "cookie": "cookie", "sig": "signature", "signature": "signature", "session": "session",
+    "cookie": "cookie", "sig": "signature", "session": "session",
     "sessionid": "session", "passcode": "password",
 }  # fmt: skip
 _CLASS_OF_PAIR = {
@@ -187,6 +192,7 @@ _CLASS_OF_PAIR = {
     ("auth", "key"): "key", ("account", "key"): "key", ("subscription", "key"): "key", ("master", "key"): "key",
     ("signing", "key"): "key", ("encryption", "key"): "key", ("client", "key"): "key", ("service", "key"): "key",
     ("shared", "key"): "key", ("app", "key"): "key", ("license", "key"): "key", ("admin", "key"): "key",
+    ("access", "signature"): "signature", ("request", "signature"): "signature",
 }  # fmt: skip
 # A credential word followed by one of these names something about the credential, not it.
 _NOT_SECRET_LAST = frozenset(
@@ -207,7 +213,7 @@ _NOT_VALUES = frozenset(
     }
 )  # fmt: skip
 _REFERENCE_STARTS = ("$", "{{", "%(", "<", "os.environ", "os.getenv", "env(", "process.env", "/", "./", "~/", "../")
-_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+_NAME_STR = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-"
 _CONTEXT_WORD_RE = re.compile(r"(?i:pass|pwd|secret|token|key|auth|credential|cookie|sig|session)")
 _CONTEXT_GATES = ("pass", "pwd", "secret", "token", "key", "auth", "credential", "cookie", "sig", "session")
 _VALUE_RE = re.compile(
@@ -233,6 +239,9 @@ _URL_RE = re.compile(
 _AWS_CONTEXT_RE = re.compile(r"(?i:(?<![a-z])aws|secret_?access_?key)|(?:AKIA|ASIA)[0-9A-Z]{16}")
 _AWS_SECRET_RE = re.compile(f"(?P<ph>{_PLACEHOLDER})" + r"|(?<![A-Za-z0-9/+])(?P<aws>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])")
 
+_PEM_GATE = "-----BEGIN"  # the one gate with a space after it: not inside a run
+_RUN_RE = re.compile(r"[A-Za-z0-9_\-.~+/=:]{15,}")
+_JSON_ESCAPE_RE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|.)")
 _ENV_NAME_RE = re.compile(r"key|token|secret|passw|pwd|auth|credential|cookie", re.IGNORECASE)
 _TEXT_MEDIA = ("text/", "application/json", "application/yaml", "application/x-yaml", "application/xml",
                "application/toml", "application/x-sh", "application/javascript", "application/x-www-form-urlencoded",
@@ -347,6 +356,8 @@ class Scrubber:
         self._learned: set[str] = set()
         """Values found by context (``password=…``): scrubbed wherever else they appear."""
         self._use_env = True
+        self._gates = _GATES
+        """Shape gates worth testing: all, or those a cassette's whole text holds (see :func:`scrub_cassette`)."""
         self._literal_re: re.Pattern[str] | None = None
         self._literal_key: tuple[int, bool] = (-1, False)
         self._seen: dict[str, str] = {}
@@ -497,7 +508,7 @@ class Scrubber:
                 self._counts[m.group(1)] = max(self._counts[m.group(1)], int(n))
 
     def _pass(self, text: str) -> str:
-        active = tuple(sorted({i for gate, i in _GATES if gate in text}))
+        active = tuple(sorted({i for _, i in _present(self._gates, text)}))
         if active:
             text = _shapes_re(active).sub(self._replace_shape, text)
         low = text.lower()
@@ -506,7 +517,7 @@ class Scrubber:
         if "://" in text and "@" in text:
             text = _URL_RE.sub(self._replace_group, text)
         if any(g in low for g in _CONTEXT_GATES):
-            text = self._context(text)
+            text = self._context(text, low)
         if ("aws" in low or "access" in low or "AKIA" in text or "ASIA" in text) and _AWS_CONTEXT_RE.search(text):
             text = _AWS_SECRET_RE.sub(self._replace_group, text)
         text = self._literals(text)
@@ -541,40 +552,9 @@ class Scrubber:
         label = {"url_password": "url-password", "url_token": "url-token", "aws": "aws-secret"}.get(kind, kind)
         return m.string[m.start() : start] + self.placeholder(secret, label) + m.string[end : m.end()]
 
-    def _context(self, text: str) -> str:
+    def _context(self, text: str, low: str) -> str:
         """``password=…``, ``"api_key": "…"``, ``?sig=…``, ``Password=…;`` and hex runs after an auth word."""
-        taken = [m.span() for m in PLACEHOLDER_RE.finditer(text)] if "<secret:" in text else []
-        spans: list[_Span] = []
-        last = 0
-        n = len(text)
-        for m in _CONTEXT_WORD_RE.finditer(text):
-            if m.start() < last or any(s <= m.start() < e for s, e in taken):
-                continue
-            s, e = m.start(), m.end()
-            while s > 0 and e - s < 80 and text[s - 1] in _NAME_CHARS:
-                s -= 1
-            while e < n and e - s < 80 and text[e] in _NAME_CHARS:
-                e += 1
-            name = text[s:e]
-            query = s > 0 and text[s - 1] in "?&"
-            kind = secret_class(name, query)
-            if kind is not None:
-                vm = _VALUE_RE.match(text, e)
-                if vm is not None:
-                    group = "qv" if vm.group("qv") is not None else "v"
-                    value = vm.group(group)
-                    if group == "v":  # "the secret: patience." ends a sentence, not a password
-                        value = value.rstrip(".,!?:")
-                    if _credible(value, kind):
-                        start = vm.start(group)
-                        spans.append(_Span(start, start + len(value), value, kind))
-                        last = start + len(value)
-                        continue
-            if m.group().lower() in _HEX_WORDS or m.group().lower() == "pass":
-                hm = _HEX_NEAR_RE.search(text, m.end(), min(n, m.end() + 60))
-                if hm is not None and not any(s2 <= hm.start() < e2 for s2, e2 in taken):
-                    spans.append(_Span(hm.start(), hm.end(), hm.group(), "hex-token"))
-                    last = hm.end()
+        spans = _find_context(text, low)
         if not spans:
             return text
         out, pos = [], 0
@@ -687,17 +667,90 @@ class Scrubber:
         return self._text_might_hold(text) or self._env_in(text)
 
     def _text_might_hold(self, text: str) -> bool:
-        binary = '"kind": "binary"' in text or '"kind":"binary"' in text
-        if binary or any(gate in text for gate, _ in _GATES) or ("://" in text and "@" in text):
+        """The screen, on a JSON text: run every detector once over the whole of it.
+
+        JSON escapes become spaces first, so ``\\npassword=`` still starts a word. Keys are
+        checked by name (a value under ``api_key`` is a secret whatever it looks like). On
+        the way, the shape gates the text holds are kept: the walk then tests only those.
+        """
+        if self._user or '"kind": "binary"' in text or '"kind":"binary"' in text:
+            return True  # user patterns can match anything; files are base64 until decoded
+        if "\\" in text:
+            text = _JSON_ESCAPE_RE.sub(" ", text)
+        # Every shape is a run of 15+ token characters: look for gates in those runs only.
+        runs = " ".join(_RUN_RE.findall(text))
+        present = _present(_GATES, runs) + ([(_PEM_GATE, 0)] if _PEM_GATE in text else [])
+        self._gates = present
+        if present and _shapes_re(tuple(sorted({i for _, i in present}))).search(text) is not None:
             return True
         low = text.lower()
-        return "bearer" in low or "basic" in low or "aws" in low or any(g in low for g in _CONTEXT_GATES)
+        if ("bearer" in low or "basic" in low) and _AUTH_RE.search(text):
+            return True
+        if "://" in text and "@" in text and _URL_RE.search(text):
+            return True
+        if ("aws" in low or "access" in low or "AKIA" in text or "ASIA" in text) and _AWS_CONTEXT_RE.search(text):
+            if _AWS_SECRET_RE.search(text):
+                return True
+        # Any credential-like name counts, whatever follows: a JSON key's value is a secret whatever it looks like.
+        return any(g in low for g in _CONTEXT_GATES) and bool(_find_context(text, low, screen=True))
 
     def _env_in(self, text: str) -> bool:
         return any(v in text or json.dumps(v, ensure_ascii=False)[1:-1] in text for v in self._env_values)
 
 
 _T = TypeVar("_T")
+
+
+def _word_hits(text: str, low: str) -> list[tuple[int, int]]:
+    """Where the context words stand, found with C-speed ``str.find`` on the lower-cased text."""
+    if len(low) != len(text):  # a few characters change length when lower-cased: positions would drift
+        return [m.span() for m in _CONTEXT_WORD_RE.finditer(text)]
+    hits = []
+    for word in _CONTEXT_GATES:
+        pos = low.find(word)
+        while pos >= 0:
+            hits.append((pos, pos + len(word)))
+            pos = low.find(word, pos + 1)
+    hits.sort()
+    return hits
+
+
+def _find_context(text: str, low: str, *, screen: bool = False) -> list[_Span]:
+    """The values a credential-like name announces, and hex runs right after an auth word.
+
+    ``screen`` stops at the first credential-like name, value or not (see ``_text_might_hold``).
+    """
+    taken = [m.span() for m in PLACEHOLDER_RE.finditer(text)] if "<secret:" in text else []
+    spans: list[_Span] = []
+    last = 0
+    n = len(text)
+    for hs, he in _word_hits(text, low):
+        if hs < last or any(s <= hs < e for s, e in taken):
+            continue
+        left, right = text[max(0, hs - 40) : hs], text[he : he + 40]
+        s = hs - len(left) + len(left.rstrip(_NAME_STR))
+        e = he + len(right) - len(right.lstrip(_NAME_STR))
+        kind = secret_class(text[s:e], s > 0 and text[s - 1] in "?&")
+        if screen and kind is not None:
+            return [_Span(s, e, text[s:e], kind)]
+        if kind is not None:
+            vm = _VALUE_RE.match(text, e)
+            if vm is not None:
+                group = "qv" if vm.group("qv") is not None else "v"
+                value = vm.group(group)
+                if group == "v":  # "the secret: patience." ends a sentence, not a password
+                    value = value.rstrip(".,!?:")
+                if _credible(value, kind):
+                    start = vm.start(group)
+                    spans.append(_Span(start, start + len(value), value, kind))
+                    last = start + len(value)
+                    continue
+        if low[hs:he] in _HEX_WORDS:
+            hm = _HEX_NEAR_RE.search(text, he, min(n, he + 60))
+            if hm is not None and not any(s2 <= hm.start() < e2 for s2, e2 in taken):
+                spans.append(_Span(hm.start(), hm.end(), hm.group(), "hex-token"))
+                last = hm.end()
+    return spans
 
 
 def _has_objects(value: Any, depth: int) -> bool:
@@ -755,7 +808,7 @@ def scrub_cassette(cassette: _M, config: ScrubConfig | None = None) -> _M:
         text = c.model_dump_json(exclude={"header"}) + json.dumps(c.header.roles, ensure_ascii=False)
     except (TypeError, ValueError):
         text = None
-    if text is not None and not scrubber._user and not scrubber._text_might_hold(text) and not scrubber._env_in(text):
+    if text is not None and not scrubber._text_might_hold(text) and not scrubber._env_in(text):
         return cassette
     scrubber._use_env = False
     out = scrubber._scrub_cassette(c)
