@@ -154,6 +154,22 @@ def _check_in_env(python: Path, paths: Sequence[Path], cwd: Path) -> dict[str, l
     return out
 
 
+class _TrialProgress:
+    """The matrix's progress lines, each saying which trial it belongs to."""
+
+    def __init__(self, inner: mx.Progress, prefix: str) -> None:
+        self.inner, self.prefix = inner, prefix
+
+    def env(self, label: str, text: str) -> None:
+        self.inner.env(label, self.prefix + text)
+
+    def advance(self, label: str, text: str) -> None:
+        self.inner.advance(label, self.prefix + text)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
 def _trial(req: Request, k: int, progress: Callable[[dict[str, int]], mx.Progress]) -> dict[str, Any]:
     """One fresh-process replay of every scenario on every version, then each version's check."""
     out = req.work / req.subject.id / f"trial-{k}"
@@ -162,7 +178,11 @@ def _trial(req: Request, k: int, progress: Callable[[dict[str, int]], mx.Progres
     opts = mx.RunOptions(
         cassettes=req.cassettes, out=out, extra_args=req.extra_args, cwd=req.cwd, with_=req.with_
     )
-    result = mx.run_matrix(req.targets, req.versions, opts=opts, jobs=req.jobs, env_dir=req.env_dir, progress=progress)
+    prefix = f"trial {k}/{req.trials}: "
+    result = mx.run_matrix(
+        req.targets, req.versions, opts=opts, jobs=req.jobs, env_dir=req.env_dir,
+        progress=lambda totals: _TrialProgress(progress(totals), prefix),
+    )
     rows = {row["spec"]: row for row in result["versions"]}
     ids = sorted(req.targets)
 
@@ -447,10 +467,13 @@ def emit(report: Report, fmt: str, out: Path | None) -> str:
 
     text = json.dumps(report, indent=2, ensure_ascii=False, default=str) + "\n" if fmt == "json" else render_markdown(report)
     if out is not None:
-        write_atomic(out, text.encode("utf-8"))
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(out, 0o666 & ~umask)  # a document to share, not a private temp file
+        try:
+            write_atomic(out, text.encode("utf-8"))
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(out, 0o666 & ~umask)  # a document to share, not a private temp file
+        except OSError as exc:
+            raise ReplayUsageError(f"{out}: cannot write the report: {exc.strerror or exc}") from None
     return text
 
 

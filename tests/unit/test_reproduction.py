@@ -123,3 +123,10 @@ def test_a_version_that_could_not_replay_says_why_once() -> None:
     assert "| outcome | not replayed: install: no such release | ok:" in md
     assert "| requests per role | - | main 1 |" in md
     assert rp.exit_code(report) == 1
+
+
+def test_unwritable_out_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "dir").mkdir()
+    with pytest.raises(ReplayUsageError, match=r"dir: cannot write the report"):
+        rp.emit(_report(), "markdown", tmp_path / "dir")
+    assert [p.name for p in (tmp_path / "dir").iterdir()] == []  # nothing half-written left behind
