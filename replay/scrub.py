@@ -242,7 +242,21 @@ _AWS_SECRET_RE = re.compile(f"(?P<ph>{_PLACEHOLDER})" + r"|(?<![A-Za-z0-9/+])(?P
 _PEM_GATE = "-----BEGIN"  # the one gate with a space after it: not inside a run
 _RUN_RE = re.compile(r"[A-Za-z0-9_\-.~+/=:]{15,}")
 _JSON_ESCAPE_RE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|.)")
-_ENV_NAME_RE = re.compile(r"key|token|secret|passw|pwd|auth|credential|cookie", re.IGNORECASE)
+_ENV_NAME_RE = re.compile(r"key|token|secret|passw|auth|credential|cookie", re.IGNORECASE)
+_ENV_NOT_SECRET = frozenset({"PWD", "OLDPWD", "GPG_AGENT_INFO", "SSH_AUTH_SOCK", "XAUTHORITY", "KEYTIMEOUT"})
+
+
+def _env_secret(name: str, value: str) -> bool:
+    """Whether an environment variable's value is a credential to scrub verbatim.
+
+    By name (``*_API_KEY``, ``*TOKEN*``…), never a path (``SSH_AUTH_SOCK``, a key *file*):
+    a directory would turn every path the tool prints into a placeholder.
+    """
+    if name.upper() in _ENV_NOT_SECRET or not _ENV_NAME_RE.search(name) or len(value) < _MIN_LEN:
+        return False
+    if value.strip() != value or value.startswith(("/", "~", "./", "../")) or value[1:3] in (":\\", ":/"):
+        return False
+    return value.lower() not in _NOT_VALUES
 _TEXT_MEDIA = ("text/", "application/json", "application/yaml", "application/x-yaml", "application/xml",
                "application/toml", "application/x-sh", "application/javascript", "application/x-www-form-urlencoded",
                "+json", "+xml", "+yaml")  # fmt: skip
@@ -346,9 +360,7 @@ class Scrubber:
         env = os.environ if config.env is None else config.env
         # Values of variables such as OPENAI_API_KEY are scrubbed wherever they appear,
         # whatever their shape; short values ("1", "true") would scrub ordinary text.
-        self._env_values = frozenset(
-            v for k, v in env.items() if _ENV_NAME_RE.search(k) and len(v) >= _MIN_LEN and v.strip() == v
-        )
+        self._env_values = frozenset(v for k, v in env.items() if _env_secret(k, v))
         self._user = compile_patterns(config.patterns, config.source)
         self._exempt = list(config.exempt_paths)
         self._placeholders: dict[str, str] = {}
@@ -384,11 +396,26 @@ class Scrubber:
     # ------------------------------------------------------------------ values
 
     def scrub(self, value: Any, path: str = "") -> Any:
-        """Return a scrubbed copy of ``value``; ``path`` is its dotted location (for exempt paths)."""
-        return self._walk(value, path if self._exempt else None)
+        """Return a scrubbed copy of ``value``; ``path`` is its dotted location (for exempt paths).
+
+        A value found by context late in the walk may stand raw earlier: then walk again.
+        """
+        learned = len(self._learned)
+        out = self._walk(value, path if self._exempt else None)
+        if len(self._learned) != learned:
+            self._seen.clear()
+            out = self._walk(value, path if self._exempt else None)
+        return out
 
     def scrub_any(self, value: Any, _depth: int = 0) -> Any:
         """Like :meth:`scrub`, also through dataclasses and pydantic models (reports, results)."""
+        if _depth == 0:
+            learned = len(self._learned)
+            out = self.scrub_any(value, 1)
+            if len(self._learned) != learned:
+                self._seen.clear()
+                out = self.scrub_any(value, 1)
+            return out
         if _depth > 64:
             return value
         if isinstance(value, (str, list, tuple, Mapping)) and not _has_objects(value, 0):

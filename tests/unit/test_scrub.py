@@ -11,7 +11,6 @@ import copy
 import json
 import random
 import string
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -300,14 +299,21 @@ def test_truncated_private_key_is_still_scrubbed() -> None:
     assert truncated[-20:] not in out
 
 
-def test_large_text_is_fast() -> None:
+def test_large_text_is_scrubbed() -> None:
+    """Speed is measured in bench/ (ratios), not asserted here: this checks the long-text path is correct."""
     text = ("The quick brown fox jumps over the lazy dog 0123456789. " * 20000) + CASES[0][1]
-    s = scrubber()
-    start = time.perf_counter()
-    out = s.scrub_text(text)
-    elapsed = time.perf_counter() - start
-    assert CASES[0][1] not in out
-    assert elapsed < 2.0, elapsed
+    out = scrubber().scrub_text(text)
+    assert CASES[0][1] not in out and out.endswith("<secret:openai:1>")
+
+
+def test_paths_in_the_environment_are_not_secrets() -> None:
+    """PWD is the working directory: scrubbing it would turn every printed path into a placeholder."""
+    env = {"PWD": "/home/someone/project", "OLDPWD": "/tmp/x/y/z", "SSH_AUTH_SOCK": "/run/user/1000/agent.sock",
+           "GOOGLE_APPLICATION_CREDENTIALS": "/home/someone/key.json", "MY_TOKEN": ENV_SECRET}
+    s = Scrubber(ScrubConfig(env=env))
+    text = "/home/someone/project/.replay/results/a.cassette /run/user/1000/agent.sock /home/someone/key.json"
+    assert s.scrub_text(text) == text
+    assert s.scrub_text(f"t {ENV_SECRET}") == "t <secret:env:1>"
 
 
 # --- properties --------------------------------------------------------------------
@@ -420,3 +426,13 @@ def test_every_cassette_field_is_scrubbed_but_header_ids() -> None:
     assert out.header.scenario_id == "s/1"
     assert out.exchanges[0].wire is not None and out.exchanges[0].wire[0].request_headers["content-type"] == "application/json"
     assert out.exchanges[0].role == out.exchanges[0].role and out.exchanges[0].role in out.header.roles
+
+
+def test_value_learned_late_is_scrubbed_earlier_too() -> None:
+    """Found by hypothesis: a value seen raw before its context showed up stayed raw on the first scrub."""
+    aws = rand(40, B64)
+    value = [["sk-" + rand(30) + f"_secret_access_key = {aws}"], f"aws_secret_access_key = {aws}"]
+    s = scrubber()
+    once = s.scrub(value)
+    assert aws not in json.dumps(once)
+    assert s.scrub(once) == once
