@@ -18,12 +18,12 @@ from .cassette import (
     save,
 )
 from .config import Config
-from .differ import diff
+from .differ import Diff, diff
 from .errors import CassetteError, ReplayError
 from .normaliser import Rules
 from .recorder import record
 from .replayer import Level, OnExhausted, replay
-from .reporter import ScenarioReport
+from .reporter import ScenarioReport, Status
 from .scenario import Scenario
 from .wire.cache import Price, Tokenizer, prices_from, tokenizer_from
 
@@ -113,15 +113,24 @@ def replay_scenario(
     d.warnings += [div.describe() for div in result.divergences if div.kind == "order"]
     d.warnings += python_warning(recorded, result.result)
     d.warnings += carried_over_warning(recorded, "the recording")
-    d.new_violations = invariants.new_violations(recorded, result.result)
+    failures = _grade_violations(d, recorded, result.result)
     d.price(prices())
     return ScenarioReport(
         sc.id,
-        "changed" if d.changed else "same",
+        "error" if failures else "changed" if d.changed else "same",
         diff=d,
+        error=f"{path}: {failures}" if failures else None,
         cassette=str(path),
         result=str(result_path) if result_path else None,
     )
+
+
+def _grade_violations(d: Diff, recorded: Cassette, replayed: Cassette) -> str:
+    """Put both sides' violations, graded, into ``d``; returns the checks that crashed (an error), if any."""
+    graded = invariants.compare_cassettes(recorded, replayed)
+    d.violations = graded.violations
+    d.new_violations = graded.new
+    return "; ".join(graded.failures)
 
 
 IN_PROCESS_SYSTEMS = frozenset({"function", "test"})
@@ -231,10 +240,12 @@ def compare_files(a: Path, b: Path, rules: Rules = Rules(), limits: Limits = DEF
     d = diff(ca, cb, rules, a_label=la, b_label=lb, tokenizer=tokenizer())
     d.warnings += python_warning(ca, cb)
     d.warnings += carried_over_warning(ca, la) + carried_over_warning(cb, lb)
-    d.new_violations = invariants.new_violations(ca, cb)
+    failures = _grade_violations(d, ca, cb)
     d.price(prices())
     sid = ca.header.scenario_id or cb.header.scenario_id or f"{a} vs {b}"
-    return ScenarioReport(sid, "changed" if d.changed else "same", diff=d, cassette=str(a), result=str(b))
+    status: Status = "error" if failures else "changed" if d.changed else "same"
+    error = f"{a} vs {b}: {failures}" if failures else None
+    return ScenarioReport(sid, status, diff=d, error=error, cassette=str(a), result=str(b))
 
 
 def compare_dirs(a: Path, b: Path, rules: Rules = Rules(), limits: Limits = DEFAULT_LIMITS) -> list[ScenarioReport]:
@@ -258,10 +269,13 @@ def compare_dirs(a: Path, b: Path, rules: Rules = Rules(), limits: Limits = DEFA
 
 
 def check_cassette(path: Path, cassette: Cassette | None = None, limits: Limits = DEFAULT_LIMITS) -> ScenarioReport:
+    """Run every check on one cassette; a check that crashes makes it an error naming the file and the check."""
     c = cassette or load(path, limits)
-    violations = invariants.run_checks(c)
+    found = invariants.evaluate(c)
     sid = c.header.scenario_id or str(path)
-    return ScenarioReport(sid, "changed" if violations else "same", violations=violations, cassette=str(path))
+    status: Status = "error" if found.failures else "changed" if found.violations else "same"
+    error = "; ".join(f"{path}: {f.describe()}" for f in found.failures) or None
+    return ScenarioReport(sid, status, violations=found.violations, error=error, cassette=str(path))
 
 
 def prices() -> dict[str, Price]:

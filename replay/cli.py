@@ -123,6 +123,9 @@ def _import_checks(config: Config) -> None:
 
 
 def _exit_for(reports: list[ScenarioReport]) -> NoReturn:
+    """2 when a cassette could not be judged (unreadable, or a check crashed on it), else 1 for any change."""
+    if any(r.status == "error" for r in reports):
+        raise typer.Exit(2)
     raise typer.Exit(1 if any(r.status != "same" for r in reports) else 0)
 
 

@@ -6,28 +6,42 @@ model, an empty summary that replaced real history, a tool call sent without its
 or an observation that contradicts the scenario's own expectation. Each check is a plain
 function ``Cassette -> Iterable[Violation]`` in a registry, so users can add their own.
 
+``replay run``/``diff``/``matrix`` show the replay's *own* violations, each compared with the
+recording's (:func:`compare`): new, worse, unchanged, better or gone. A known violation that
+a release makes worse is therefore visible, not hidden because the recording had one too.
+
 Everything here works on the cassette's JSON message dicts (not pydantic-ai objects), so a
 cassette recorded by another pydantic-ai version can be checked even when the installed one
 cannot load its messages; only token estimates need loading, and they fall back to a
-character count.
+character count. Work is linear in the cassette: per-message facts (token characters, text,
+tool calls) are computed once per distinct message, the uncompacted history grows
+incrementally with prefix sums, and a summarizer's input is tokenised once, not rescanned
+per message.
 """
 
 from __future__ import annotations
 
+import contextvars
+import hashlib
 import re
+from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
+
+import msgpack
 
 from .cassette import AgentRunRecord, Cassette, Exchange, is_harness_module
 from .differ import message_label
-from .errors import ReplayUsageError
+from .errors import ReplayError, ReplayUsageError
 from .histories import as_requests
 from .normaliser import Normaliser, digest
 from .recorder import estimate, load_messages
 
 Message = dict[str, Any]
+Status = Literal["new", "worse", "unchanged", "better", "gone"]
+STATUSES: tuple[Status, ...] = ("new", "worse", "unchanged", "better", "gone")
 
 
 @dataclass(frozen=True)
@@ -42,10 +56,23 @@ class Violation:
     evidence: dict[str, Any] = field(default_factory=dict, hash=False)
     identity: tuple[str, ...] = ()
     """Evidence keys that identify the violation across versions (figures that merely change are left out)."""
+    pair: tuple[Any, ...] | None = None
+    """What pairs this violation with another version's of the same invariant and role: by default
+    its request (``index``); ``()`` for a violation about the whole role, an observation's name for
+    an expectation."""
+    measure: dict[str, float] = field(default_factory=dict, hash=False, compare=False)
+    """How bad it is, item by item (a request's growth in tokens, a lost message): compared with
+    another version's, any larger item makes it worse, any smaller one better."""
 
     def describe(self) -> str:
         where = self.role if self.index is None else f"{self.role}[{self.index}]"
         return f"{self.invariant} {where}: {self.message}"
+
+    def slot(self) -> str:
+        """Where the violation is, as a string the matrix can match across versions."""
+        if self.pair is None:
+            return f"{self.invariant} {self.role}" + ("" if self.index is None else f"[{self.index}]")
+        return " ".join([self.invariant, self.role, *map(str, self.pair)])
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -59,6 +86,66 @@ class Violation:
     def key(self) -> tuple[Any, ...]:
         """What makes a replay's violation "the same" as the recording's: not its numbers."""
         return (self.invariant, self.role, self.index, tuple((k, _freeze(self.evidence.get(k))) for k in self.identity))
+
+
+@dataclass(frozen=True)
+class Compared:
+    """A violation of the replay next to the recording's at the same place (or the recording's, gone)."""
+
+    status: Status
+    replay: Violation | None
+    recording: Violation | None
+
+    @property
+    def violation(self) -> Violation:
+        found = self.replay or self.recording
+        assert found is not None
+        return found
+
+    @property
+    def is_change(self) -> bool:
+        """New or worse: the replay broke the invariant more than the recording did."""
+        return self.status in ("new", "worse")
+
+    def describe(self) -> str:
+        text = self.violation.describe()
+        if self.status in ("worse", "better") and self.recording is not None:
+            text += f" (recording: {self.recording.message})"
+        return text
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "slot": self.violation.slot(),
+            **self.violation.as_json(),
+            "replay": None if self.replay is None else self.replay.as_json(),
+            "recording": None if self.recording is None else self.recording.as_json(),
+        }
+
+
+@dataclass(frozen=True)
+class CheckFailure:
+    """A check that raised: an error for the cassette (exit 2), never a violation."""
+
+    check: str
+    error: str
+
+    def describe(self) -> str:
+        return f"check {self.check} failed: {self.error}"
+
+
+@dataclass
+class Findings:
+    violations: list[Violation] = field(default_factory=list)
+    failures: list[CheckFailure] = field(default_factory=list)
+
+
+class CheckError(ReplayError):
+    """Raised by :func:`run_checks` when a check crashed (the other checks still ran)."""
+
+    def __init__(self, findings: Findings) -> None:
+        self.findings = findings
+        super().__init__("; ".join(f.describe() for f in findings.failures))
 
 
 Check = Callable[[Cassette], Iterable[Violation]]
@@ -79,57 +166,113 @@ def checks() -> dict[str, Check]:
     return dict(_REGISTRY)
 
 
-def run_checks(cassette: Cassette, only: Iterable[str] | None = None) -> list[Violation]:
-    """Run the registered checks (or ``only`` these); a check that crashes is itself reported."""
+def evaluate(cassette: Cassette, only: Iterable[str] | None = None) -> Findings:
+    """Run the registered checks (or ``only`` these); a check that crashes is a failure, not a violation."""
     names = list(_REGISTRY) if only is None else list(only)
     unknown = [n for n in names if n not in _REGISTRY]
     if unknown:
         raise ReplayUsageError(f"unknown invariant {', '.join(unknown)} (known: {', '.join(sorted(_REGISTRY))})")
     cassette = as_requests(cassette)  # histories that never reached a model are checked as if sent
-    out: list[Violation] = []
-    for name in names:
-        try:
-            out.extend(_REGISTRY[name](cassette))
-        except Exception as exc:  # one broken (user) check must not hide the others' findings
-            problem = f"{type(exc).__name__}: {exc}"
-            out.append(Violation(name, "check", None, f"check failed: {problem}", {"error": problem}))
-    return out
+    found = Findings()
+    token = _CURRENT.set([])  # the checks of this call share one index of the cassette
+    try:
+        for name in names:
+            try:
+                found.violations.extend(_REGISTRY[name](cassette))
+            except Exception as exc:  # one broken check must not hide the others' findings
+                found.failures.append(CheckFailure(name, f"{type(exc).__name__}: {exc}"))
+    finally:
+        _CURRENT.reset(token)
+    return found
 
 
-def new_violations(recorded: Cassette, replayed: Cassette) -> list[Violation]:
-    """Violations of the replay that the recording did not already have (compared by :meth:`Violation.key`).
+def run_checks(cassette: Cassette, only: Iterable[str] | None = None) -> list[Violation]:
+    """The violations of ``cassette``; raises :class:`CheckError` (after running them all) if a check crashed."""
+    found = evaluate(cassette, only)
+    if found.failures:
+        raise CheckError(found)
+    return found.violations
 
-    When the recording broke the same invariant at the same place, the replay's violation is
-    reported with what is new in it (``evidence["new"]``: e.g. the extra messages lost), so a
-    release that makes a known loss worse names exactly what it adds.
+
+def compare(recorded: Sequence[Violation], replayed: Sequence[Violation]) -> list[Compared]:
+    """Each violation of the replay marked against the recording's at the same place, then the gone ones.
+
+    Violations pair by invariant, role and :attr:`Violation.pair`. With a :attr:`Violation.measure`
+    the pair is graded (worse / better / unchanged); without one, a different identity is a new
+    violation and the recording's is gone.
     """
-    before = run_checks(recorded)
-    known = {v.key() for v in before}
-    where = {(v.invariant, v.role, v.index): v for v in before}
-    out: list[Violation] = []
-    for v in run_checks(replayed):
-        if v.key() in known:
+    waiting: dict[tuple[str, str, str], list[Violation]] = {}
+    for v in recorded:
+        waiting.setdefault((v.invariant, v.role, v.slot()), []).append(v)
+    out: list[Compared] = []
+    for v in replayed:
+        candidates = waiting.get((v.invariant, v.role, v.slot()), [])
+        old = next((o for o in candidates if o.key() == v.key()), None)
+        if old is None and candidates and (v.measure or candidates[0].measure):
+            old = candidates[0]
+        if old is None:
+            out.append(Compared("new", v, None))
             continue
-        old = where.get((v.invariant, v.role, v.index))
-        extra = _extra(old, v) if old is not None else []
-        if extra:
-            v = replace(
-                v,
-                message=f"{v.message} (new since the recording: {', '.join(map(str, extra))})",
-                evidence={**v.evidence, "new": extra},
-            )
-        out.append(v)
+        candidates.remove(old)
+        status = _grade(old, v)
+        if status == "worse":
+            v = _with_extra(old, v)
+        out.append(Compared(status, v, old))
+    out += [Compared("gone", None, v) for vs in waiting.values() for v in vs]
     return out
 
 
-def _extra(old: Violation, new: Violation) -> list[Any]:
-    """Items of list-valued identity evidence that the newer violation has and the older lacks."""
+def _grade(old: Violation, new: Violation) -> Status:
+    if not (old.measure or new.measure):
+        return "unchanged"
+    worse = any(x > old.measure.get(k, 0) for k, x in new.measure.items())
+    better = any(x > new.measure.get(k, 0) for k, x in old.measure.items())
+    return "worse" if worse else "better" if better else "unchanged"
+
+
+def _with_extra(old: Violation, new: Violation) -> Violation:
+    """The replay's violation naming the list items the recording's lacked (e.g. the extra messages lost)."""
     extra: list[Any] = []
     for key in new.identity:
         a, b = old.evidence.get(key), new.evidence.get(key)
         if isinstance(a, list) and isinstance(b, list):
             extra += [x for x in b if x not in a]
-    return extra
+    if not extra:
+        return new
+    return replace(
+        new,
+        message=f"{new.message} (new since the recording: {', '.join(map(str, extra))})",
+        evidence={**new.evidence, "new": extra},
+    )
+
+
+@dataclass
+class Comparison:
+    """The replay's violations graded against the recording's, and any check that crashed on either."""
+
+    violations: list[Compared]
+    failures: list[str]
+
+    @property
+    def new(self) -> list[Violation]:
+        return [c.violation for c in self.violations if c.is_change]
+
+
+def compare_cassettes(recorded: Cassette, replayed: Cassette) -> Comparison:
+    before, after = evaluate(recorded), evaluate(replayed)
+    failures = [f"recording: {f.describe()}" for f in before.failures]
+    failures += [f"replay: {f.describe()}" for f in after.failures]
+    return Comparison(compare(before.violations, after.violations), failures)
+
+
+def new_violations(recorded: Cassette, replayed: Cassette) -> list[Violation]:
+    """Violations of the replay that are new or worse than the recording's.
+
+    When the recording broke the same invariant at the same place, the replay's violation
+    says what is new in it (``evidence["new"]``: e.g. the extra messages lost), so a release
+    that makes a known loss worse names exactly what it adds.
+    """
+    return compare_cassettes(recorded, replayed).new
 
 
 # --------------------------------------------------------------------------- message helpers
@@ -147,6 +290,11 @@ def _ws(text: str) -> str:
     return " ".join(text.split())
 
 
+def _parts(message: Message) -> list[dict[str, Any]]:
+    parts = message.get("parts")
+    return [p for p in parts if isinstance(p, dict)] if isinstance(parts, list) else []
+
+
 def _part_text(part: dict[str, Any]) -> str:
     """A part's text; kept user copies (0.62) hold a list of ``TextContent`` dicts instead of a string."""
     content = part.get("content")
@@ -158,50 +306,53 @@ def _part_text(part: dict[str, Any]) -> str:
     return ""
 
 
-def _text(message: Message) -> str:
-    return " ".join(_part_text(p) for p in message.get("parts", []))
-
-
 def _part_key(part: dict[str, Any]) -> tuple[Any, ...]:
-    kind = part.get("part_kind")
     if part.get("tool_call_id") is not None:
-        return (kind, part.get("tool_name"), part.get("tool_call_id"))
-    return (kind, _ws(_part_text(part)))
+        return (part.get("part_kind"), _hashable(part.get("tool_name")), _hashable(part.get("tool_call_id")))
+    return ("text", _ws(_part_text(part)))
 
 
-def _dropped(source: list[Message], sent: list[Message]) -> list[tuple[Any, ...]]:
-    """Parts of ``source`` that ``sent`` no longer carries, counting repeats.
+def _text(message: Message) -> str:
+    return " ".join(_part_text(p) for p in _parts(message))
 
-    Parts are matched whole first; text that was re-wrapped (a reminder's system prompt sent
-    as ``<system>...</system>`` user text, a kept user copy as ``TextContent``) still counts
-    as carried when it occurs, word-bounded, as often in the sent text. Tool parts match by id.
+
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+_GRAM = 3
+
+
+class _Grams:
+    """A text tokenised once (words and single punctuation marks) for word-bounded lookups.
+
+    Holds every run of 1 to 3 consecutive tokens, so a message of up to 3 tokens is found
+    exactly where it occurs as whole words (``U1`` never inside ``U10``), and a longer one when
+    every run of 3 of its tokens occurs. Building and each lookup are linear; no per-message
+    rescan of the whole text.
     """
-    need = Counter(_part_key(p) for m in source for p in m.get("parts", []))
-    short = need - Counter(_part_key(p) for m in sent for p in m.get("parts", []))
-    if not short:
-        return []
-    haystack = "\n\0\n".join(_ws(_part_text(p)) for m in sent for p in m.get("parts", []))
-    out: list[tuple[Any, ...]] = []
-    for key in short:
-        if len(key) == 3 or (key[1] and len(re.findall(_word(key[1]), haystack)) < need[key]):
-            out.append(key)
-    return out
+
+    def __init__(self, text: str) -> None:
+        t = _TOKEN.findall(text)
+        self.grams: set[tuple[str, ...]] = set(zip(t))
+        self.grams.update(zip(t, t[1:]), zip(t, t[1:], t[2:]))
+
+    def has(self, needle: list[str]) -> bool:
+        if len(needle) <= _GRAM:
+            return tuple(needle) in self.grams
+        return all(tuple(needle[i : i + _GRAM]) in self.grams for i in range(len(needle) - _GRAM + 1))
 
 
-def _compacted(source: list[Message], sent: list[Message]) -> bool:
-    """Whether ``sent`` is a compacted form of ``source``: something dropped or a new compaction part.
+# --------------------------------------------------------------------------- token estimates
 
-    Additions alone (system reminders injecting parts) are not compaction.
-    """
-    if _dropped(source, sent):
-        return True
-    source_keys = {_part_key(p) for m in source for p in m.get("parts", [])}
-    return any(
-        p.get("part_kind") == "compaction" and _part_key(p) not in source_keys for m in sent for p in m.get("parts", [])
-    )
+_CHARS: dict[bytes, int | None] = {}
+"""Per-message character counts as the installed harness counts them, by message digest (shared
+by the recording and the replay of one process). Bounded: cleared when it grows past the limit."""
+_CHARS_LIMIT = 100_000
 
 
-def _estimate(messages: list[Message]) -> int:
+def _raw_digest(message: Message) -> bytes:
+    return hashlib.blake2b(msgpack.packb(message, use_bin_type=True, default=str), digest_size=16).digest()
+
+
+def _exact(messages: list[Message]) -> int:
     """The harness estimate of ``messages``; a chars/4 count if this pydantic-ai cannot load them."""
     try:
         found = estimate(load_messages(messages))
@@ -210,13 +361,40 @@ def _estimate(messages: list[Message]) -> int:
     return found if found is not None else sum(len(_text(m)) for m in messages) // 4
 
 
-def _word(text: str) -> str:
-    """A pattern matching ``text`` only as whole words, so ``U1`` is not found inside ``U10``."""
-    return r"(?<!\w)" + re.escape(text) + r"(?!\w)"
+def _additive(message: Message) -> bool:
+    """Whether the harness counts this message on its own (instruction deltas depend on their neighbours)."""
+    return not any(str(p.get("part_kind", "")).startswith("instruction") for p in _parts(message))
 
 
-def _found(text: str, haystack: str) -> bool:
-    return re.search(_word(text), haystack) is not None
+def _message_chars(message: Message) -> int | None:
+    """Characters the harness estimate counts for ``message`` alone, instructions left out.
+
+    The estimate is ``(message characters + the last instructions) // 4``; four copies of the
+    message make the floor exact. None when the message cannot be counted on its own.
+    """
+    if not _additive(message):
+        return None
+    key = _raw_digest(message)
+    if key in _CHARS:
+        return _CHARS[key]
+    bare = {**message, "instructions": None} if message.get("instructions") else message
+    found: int | None
+    try:
+        loaded = load_messages([bare])
+        found = estimate(loaded * 4)
+    except Exception:
+        found = None
+    if found is None:
+        found = len(_text(message))
+    if len(_CHARS) >= _CHARS_LIMIT:
+        _CHARS.clear()
+    _CHARS[key] = found
+    return found
+
+
+def _instructions_chars(message: Message) -> int:
+    text = message.get("instructions")
+    return len(text) if message.get("kind") == "request" and isinstance(text, str) and text else 0
 
 
 # --------------------------------------------------------------------------- the cassette's structure
@@ -234,116 +412,258 @@ def _is_main_request(ex: Exchange, user_roles: set[str]) -> bool:
     return ex.role in user_roles and ex.kind in ("request", "request_stream")
 
 
+def _run_failed(c: Cassette, ex: Exchange) -> bool:
+    return ex.run is not None and 0 <= ex.run < len(c.runs) and c.runs[ex.run].error is not None
+
+
+def _summary_part(part: dict[str, Any]) -> bool:
+    """A part that carries a compaction's summary: a compaction part, or one the harness marks as a summary."""
+    if part.get("part_kind") == "compaction":
+        return True
+    meta = part.get("metadata")
+    return isinstance(meta, dict) and any(isinstance(k, str) and ".compaction.summary" in k for k in meta)
+
+
+class _Seq:
+    """An append-only uncompacted history shared by chained runs, with prefix sums for O(1) estimates."""
+
+    def __init__(self, index: _Index) -> None:
+        self.ix = index
+        self.ids: list[int] = []
+        self.chars = [0]
+        self.instructions = [0]
+        self.uncounted = [0]
+        self.responses = [0]
+        self.at: dict[bytes, list[int]] = {}
+        """Positions of each response message, to count those in a prefix."""
+
+    def extend(self, ids: Iterable[int]) -> None:
+        ix = self.ix
+        for i in ids:
+            pos = len(self.ids)
+            self.ids.append(i)
+            ch = ix.chars(i)
+            self.chars.append(self.chars[-1] + (ch or 0))
+            self.uncounted.append(self.uncounted[-1] + (ch is None))
+            self.instructions.append(ix.instr(i) or self.instructions[-1])
+            is_response = i in ix.response_ids
+            self.responses.append(self.responses[-1] + is_response)
+            if is_response:
+                self.at.setdefault(ix.norm[i], []).append(pos)
+
+    def branch(self, length: int) -> _Seq:
+        """This history up to ``length``, ready to be extended (a copy only when someone extended it further)."""
+        if length == len(self.ids):
+            return self
+        out = _Seq(self.ix)
+        out.extend(self.ids[:length])
+        return out
+
+    def estimate(self, length: int) -> int:
+        if self.uncounted[length]:
+            return _exact([self.ix.msg(i) for i in self.ids[:length]])
+        return (self.chars[length] + self.instructions[length]) // 4
+
+    def responses_missing(self, length: int, sent: list[int]) -> bool:
+        """Whether a response of this history's first ``length`` messages is not in ``sent`` (counting repeats)."""
+        want = self.responses[length]
+        if not want:
+            return False
+        ix, have = self.ix, 0
+        for d, n in Counter(ix.norm[i] for i in sent if i in ix.response_ids).items():
+            if d in self.at:
+                have += min(n, bisect_left(self.at[d], length))
+        return have < want
+
+
 @dataclass
 class _View:
     """One main request next to what it would have been."""
 
     exchange: Exchange
     run: AgentRunRecord
-    source: list[Message]
+    source_ids: list[int]
     """The run's starting history plus its own messages up to this request: what a compaction got."""
-    logical: list[Message]
-    """The uncompacted conversation up to this request, following chained runs back to the first."""
+    logical: _Seq
+    length: int
+    """The uncompacted conversation up to this request is ``logical.ids[:length]`` (chained runs followed back)."""
 
 
-def _new_messages(c: Cassette, run: AgentRunRecord, norm: list[bytes]) -> list[Message]:
-    """What the run added to the conversation: its prompt request and everything after it.
+class _Index:
+    """What the checks need from one cassette, each fact computed once."""
 
-    A compaction can drop the prompt from the run's result too (harness 0.54 with
-    ``keep_user_messages=True``); then the prompt is rebuilt from ``run.prompt`` and the run's
-    own messages start at its first new response.
-    """
-    result = run.result
-    prompt = _ws(_part_text({"content": run.prompt})) if run.prompt is not None else ""
-    if prompt:
-        for i in range(len(result) - 1, -1, -1):
-            m = c.messages[result[i]]
-            if m.get("kind") == "request" and any(
-                p.get("part_kind") == "user-prompt" and _ws(_part_text(p)) == prompt for p in m.get("parts", [])
-            ):
-                return c.expand(result[i:])
-    before = {norm[i] for i in run.history}
-    first = next(
-        (k for k, i in enumerate(result) if c.messages[i].get("kind") == "response" and norm[i] not in before),
-        len(result),
-    )
-    rebuilt: list[Message] = []
-    if prompt:
-        rebuilt.append({"kind": "request", "parts": [{"part_kind": "user-prompt", "content": run.prompt}]})
-    return rebuilt + c.expand(result[first:])
+    def __init__(self, c: Cassette) -> None:
+        self.c = c
+        self.user_roles = c.user_roles()
+        self.extra: list[Message] = []
+        """Messages rebuilt by the checks (a prompt a compaction dropped), numbered after the table."""
+        self._chars: dict[int, int | None] = {}
+        self._instr: dict[int, int] = {}
+        self._norm: list[bytes] | None = None
+        self._views: dict[str, list[_View]] | None = None
+        self._summary_ids: set[int] | None = None
+        compactions = [e for e in c.exchanges if _is_compaction(c, e)]
+        self.compactions = sorted(compactions, key=lambda e: e.seq)
+        self.compaction_seqs = [e.seq for e in self.compactions]
+        self.response_ids = {i for i, m in enumerate(c.messages) if m.get("kind") == "response"}
+
+    def msg(self, i: int) -> Message:
+        n = len(self.c.messages)
+        return self.c.messages[i] if i < n else self.extra[i - n]
+
+    def add(self, message: Message) -> int:
+        self.extra.append(message)
+        return len(self.c.messages) + len(self.extra) - 1
+
+    def part_keys(self, ids: Iterable[int]) -> Counter[tuple[Any, ...]]:
+        """The parts of these messages, by text (whatever part carries it) or by tool call id, counting repeats."""
+        return Counter(_part_key(p) for i in ids for p in _parts(self.msg(i)))
+
+    def expand(self, ids: Iterable[int]) -> list[Message]:
+        return [self.msg(i) for i in ids]
+
+    def chars(self, i: int) -> int | None:
+        if i not in self._chars:
+            self._chars[i] = _message_chars(self.msg(i))
+        return self._chars[i]
+
+    def instr(self, i: int) -> int:
+        if i not in self._instr:
+            self._instr[i] = _instructions_chars(self.msg(i))
+        return self._instr[i]
+
+    def estimate(self, ids: list[int]) -> int:
+        total, instructions = 0, 0
+        for i in ids:
+            ch = self.chars(i)
+            if ch is None:
+                return _exact(self.expand(ids))
+            total += ch
+            instructions = self.instr(i) or instructions
+        return (total + instructions) // 4
+
+    @property
+    def norm(self) -> list[bytes]:
+        if self._norm is None:
+            n = Normaliser()
+            self._norm = [digest(n.value(m)) for m in self.c.messages]
+        return self._norm
+
+    def has_summary(self, ids: list[int]) -> bool:
+        if self._summary_ids is None:
+            self._summary_ids = {i for i, m in enumerate(self.c.messages) if any(_summary_part(p) for p in _parts(m))}
+        return not self._summary_ids.isdisjoint(ids)
+
+    def window(self, after_seq: int, before_seq: int) -> list[Exchange]:
+        """Compaction calls between two main requests whose answer reached the harness (no error)."""
+        lo = bisect_left(self.compaction_seqs, after_seq + 1)
+        hi = bisect_left(self.compaction_seqs, before_seq)
+        return [
+            e
+            for e in self.compactions[lo:hi]
+            if e.error is None and e.response is not None and not _run_failed(self.c, e)
+        ]
+
+    def compacted(self, v: _View, window: bool) -> bool:
+        """Whether a compaction shaped this request: it carries a summary, it lacks earlier responses, or a
+        compaction ran since the role's previous request and something the run had is not sent.
+
+        Additions alone (a plan appended each request) and a request-scoped reminder kept in
+        history but not re-sent are not compaction.
+        """
+        sent = v.exchange.messages
+        if self.has_summary(sent) or v.logical.responses_missing(v.length, sent):
+            return True
+        if not window:
+            return False
+        return bool(self.part_keys(v.source_ids) - self.part_keys(sent))
+
+    def views(self) -> dict[str, list[_View]]:
+        if self._views is None:
+            self._views = self._build_views()
+        return self._views
+
+    def _build_views(self) -> dict[str, list[_View]]:
+        """Main requests per user role, with their source and uncompacted (logical) histories.
+
+        A run is chained when its ``message_history`` is an earlier run's result: then its
+        logical history is that run's logical history, not the (possibly compacted) one it got.
+        """
+        c, norm = self.c, self.norm
+        by_run: dict[int, list[Exchange]] = {}
+        for ex in c.exchanges:
+            if ex.run is not None and _is_main_request(ex, self.user_roles):
+                by_run.setdefault(ex.run, []).append(ex)
+        ended: dict[tuple[str, tuple[bytes, ...]], tuple[_Seq, int]] = {}
+        views: dict[str, list[_View]] = {}
+        for r, run in enumerate(c.runs):
+            if run.role not in self.user_roles:
+                continue
+            base = ended.get((run.role, tuple(norm[i] for i in run.history))) if run.history else None
+            if base is None:
+                seq = _Seq(self)
+                seq.extend(run.history)
+                start = len(seq.ids)
+            else:
+                seq = base[0].branch(base[1])
+                start = base[1]
+            new = self._new_messages(run)
+            seq.extend(new)
+            ended[(run.role, tuple(norm[i] for i in run.result))] = (seq, len(seq.ids))
+            responses = [k for k, i in enumerate(new) if i in self.response_ids]
+            ordinal = 0
+            for ex in by_run.get(r, []):
+                upto = responses[ordinal] if ordinal < len(responses) else len(new)
+                views.setdefault(ex.role, []).append(_View(ex, run, [*run.history, *new[:upto]], seq, start + upto))
+                if ex.error is None:
+                    ordinal += 1
+        for role_views in views.values():
+            role_views.sort(key=lambda v: v.exchange.seq)
+        return views
+
+    def _new_messages(self, run: AgentRunRecord) -> list[int]:
+        """What the run added to the conversation: its prompt request and everything after it.
+
+        A compaction can drop the prompt from the run's result too (harness 0.54 with
+        ``keep_user_messages=True``); then the prompt is rebuilt from ``run.prompt`` and the run's
+        own messages start at its first new response.
+        """
+        result, norm = run.result, self.norm
+        prompt = _ws(_part_text({"content": run.prompt})) if run.prompt is not None else ""
+        if prompt:
+            for i in range(len(result) - 1, -1, -1):
+                m = self.c.messages[result[i]]
+                if m.get("kind") == "request" and any(
+                    p.get("part_kind") == "user-prompt" and _ws(_part_text(p)) == prompt for p in _parts(m)
+                ):
+                    return result[i:]
+        before = {norm[i] for i in run.history}
+        first = next(
+            (k for k, i in enumerate(result) if self.c.messages[i].get("kind") == "response" and norm[i] not in before),
+            len(result),
+        )
+        rebuilt = [self.add({"kind": "request", "parts": [{"part_kind": "user-prompt", "content": run.prompt}]})]
+        return (rebuilt if prompt else []) + result[first:]
 
 
-def _before_response(new: list[Message], ordinal: int) -> list[Message]:
-    """``new`` up to its ``ordinal``-th response: what the run had when it made that request.
-
-    Counted by responses, since capabilities may add request messages of their own (reminders).
-    """
-    seen = -1
-    for pos, m in enumerate(new):
-        if m.get("kind") == "response":
-            seen += 1
-            if seen == ordinal:
-                return new[:pos]
-    return list(new)
+_CURRENT: contextvars.ContextVar[list[_Index] | None] = contextvars.ContextVar("replay_invariants", default=None)
 
 
-def _views(c: Cassette) -> dict[str, list[_View]]:
-    """Main requests per user role, with their source and uncompacted (logical) histories.
-
-    A run is chained when its ``message_history`` is an earlier run's result: then its
-    logical history is that run's logical history, not the (possibly compacted) one it got.
-    """
-    user_roles = c.user_roles()
-    n = Normaliser()
-    norm = [digest(n.value(m)) for m in c.messages]
-    by_run: dict[int, list[Exchange]] = {}
-    for ex in c.exchanges:
-        if ex.run is not None and _is_main_request(ex, user_roles):
-            by_run.setdefault(ex.run, []).append(ex)
-    logical_after: dict[int, list[Message]] = {}
-    views: dict[str, list[_View]] = {}
-    for r, run in enumerate(c.runs):
-        if run.role not in user_roles:
-            continue
-        history = [norm[i] for i in run.history]
-        base: list[Message] | None = None
-        for p in sorted(logical_after, reverse=True):
-            prior = c.runs[p]
-            if run.history and prior.role == run.role and [norm[i] for i in prior.result] == history:
-                base = logical_after[p]
-                break
-        before = c.expand(run.history) if base is None else base
-        new = _new_messages(c, run, norm)
-        logical_after[r] = before + new
-        ordinal = 0
-        for ex in by_run.get(r, []):
-            upto = _before_response(new, ordinal)
-            views.setdefault(ex.role, []).append(_View(ex, run, c.expand(run.history) + upto, before + upto))
-            if ex.error is None:
-                ordinal += 1
-    for role_views in views.values():
-        role_views.sort(key=lambda v: v.exchange.seq)
-    return views
+def _index(c: Cassette) -> _Index:
+    """The index of ``c``, shared by the checks of one :func:`evaluate` call (built afresh outside one)."""
+    shared = _CURRENT.get()
+    if shared and shared[0].c is c:
+        return shared[0]
+    built = _Index(c)
+    if shared is not None:
+        shared[:] = [built]
+    return built
 
 
 def _summary_text(c: Cassette, ex: Exchange) -> str:
     if ex.response is None:
         return ""
-    return "".join(_part_text(p) for p in c.messages[ex.response].get("parts", []) if p.get("part_kind") == "text")
-
-
-def _run_failed(c: Cassette, ex: Exchange) -> bool:
-    return ex.run is not None and ex.run < len(c.runs) and c.runs[ex.run].error is not None
-
-
-def _summarizer_calls(c: Cassette, after_seq: int, before_seq: int) -> list[Exchange]:
-    """Compaction calls between two main requests whose answer reached the harness (no error)."""
-    return [
-        e
-        for e in c.exchanges
-        if after_seq < e.seq < before_seq
-        and _is_compaction(c, e) and e.error is None and e.response is not None and not _run_failed(c, e)
-    ]
+    return "".join(_part_text(p) for p in _parts(c.messages[ex.response]) if p.get("part_kind") == "text")
 
 
 def _labels(indices: Iterable[int]) -> str:
@@ -358,19 +678,24 @@ def compaction_grew_request(c: Cassette) -> Iterator[Violation]:
     """A compacted main request larger than the uncompacted conversation it replaced.
 
     Compaction exists to shrink requests; harness 0.62 accepted summaries longer than the
-    history (seed 000: estimate 19 grew to 889). One violation per role lists every grown
-    request. Both sides are estimated by the installed harness, so the comparison is like
-    for like even on a cassette recorded by another version (on the same version the sent
-    side equals the recorded ``Exchange.estimate``).
+    history (seed 000: estimate 19 grew to 889). Only requests a compaction shaped count (see
+    ``_Index.compacted``): a plan or reminder appended to a request grows it by design. One
+    violation per role lists every grown request. Both sides are estimated by the installed
+    harness, so the comparison is like for like even on a cassette recorded by another version
+    (on the same version the sent side equals the recorded ``Exchange.estimate``).
     """
-    for role, views in _views(c).items():
+    ix = _index(c)
+    for role, views in ix.views().items():
         grown: list[tuple[int, int, int]] = []
+        prev = -1
         for v in views:
-            sent, logical = c.expand(v.exchange.messages), v.logical
-            if not _compacted(logical, sent):
+            window = bool(ix.window(prev, v.exchange.seq))
+            prev = v.exchange.seq
+            if not ix.compacted(v, window):
                 continue
-            before = _estimate(logical)
-            after = _estimate(sent) if sent else (v.exchange.estimate or 0)
+            sent = v.exchange.messages
+            before = v.logical.estimate(v.length)
+            after = ix.estimate(sent) if sent else (v.exchange.estimate or 0)
             if after > before:
                 grown.append((v.exchange.index, before, after))
         if not grown:
@@ -386,7 +711,25 @@ def compaction_grew_request(c: Cassette) -> Iterator[Violation]:
             f"({', '.join(f'{role}[{i}]' for i in requests)}); uncompacted {_labels(uncompacted)}",
             {"before": uncompacted[0], "after": after_list, "uncompacted": uncompacted, "requests": requests},
             identity=("requests",),
+            pair=(),
+            measure={f"{role}[{i}]": after - before for i, before, after in grown},
         )
+
+
+def _unfound(source: list[Message], *texts: _Grams) -> list[Message]:
+    """Messages of ``source`` with a user or assistant text found in none of ``texts`` (each text checked once)."""
+    verdict: dict[str, bool] = {}
+
+    def lost(part: dict[str, Any]) -> bool:
+        if part.get("part_kind") not in ("user-prompt", "text"):
+            return False
+        text = _part_text(part)
+        if text not in verdict:
+            tokens = _TOKEN.findall(text)
+            verdict[text] = bool(tokens) and not any(t.has(tokens) for t in texts)
+        return verdict[text]
+
+    return [m for m in source if any(lost(p) for p in _parts(m))]
 
 
 @register("content_lost")
@@ -397,29 +740,21 @@ def content_lost(c: Cassette) -> Iterator[Violation]:
     and A9, U10, A10 reach neither model. Only compactions with a summarizer are checked:
     a sliding window drops messages by design.
     """
-    for role, views in _views(c).items():
+    ix = _index(c)
+    for role, views in ix.views().items():
         prev = -1
         for v in views:
-            window = _summarizer_calls(c, prev, v.exchange.seq)
+            window = ix.window(prev, v.exchange.seq)
             prev = v.exchange.seq
-            source, sent = v.source, c.expand(v.exchange.messages)
-            if not window or not _compacted(source, sent):
+            if not window or not ix.compacted(v, True):
                 continue
-            summarizer = _ws(
+            sent = ix.expand(v.exchange.messages)
+            source = ix.expand(v.source_ids)
+            summarizer = _Grams(
                 " ".join([_text(m) for e in window for m in c.expand(e.messages)] + [e.instructions or "" for e in window])
             )
-            kept = _ws(" ".join(_text(m) for m in sent))
-            lost = [
-                m
-                for m in source
-                if any(
-                    p.get("part_kind") in ("user-prompt", "text")
-                    and (t := _ws(_part_text(p)))
-                    and not _found(t, summarizer)
-                    and not _found(t, kept)
-                    for p in m.get("parts", [])
-                )
-            ]
+            kept = _Grams(" ".join(_text(m) for m in sent))
+            lost = _unfound(source, summarizer, kept)
             if not lost:
                 continue
             labels = [message_label(m) for m in lost]
@@ -432,6 +767,7 @@ def content_lost(c: Cassette) -> Iterator[Violation]:
                 f"nor the kept history ({len(sent)} of {len(source)} messages sent)",
                 {"lost": labels, "summarizer": via, "source_messages": len(source), "sent_messages": len(sent)},
                 identity=("lost",),
+                measure=dict(Counter(labels)),
             )
 
 
@@ -442,38 +778,41 @@ def empty_summary(c: Cassette) -> Iterator[Violation]:
     Harness 0.54 accepted a blank summary and replaced the history with it; 0.62 retries and
     fails the summarizer run instead, which is not a violation (the run's error shows it).
     """
-    user_roles = c.user_roles()
-    mains = sorted((v for vs in _views(c).values() for v in vs), key=lambda v: v.exchange.seq)
+    ix = _index(c)
+    mains = sorted((v for vs in ix.views().values() for v in vs), key=lambda v: v.exchange.seq)
+    main_seqs = [v.exchange.seq for v in mains]
     last: dict[tuple[str, int], Exchange] = {}  # a summarizer run's last call carries its final answer
-    for e in c.exchanges:
-        if _is_compaction(c, e):
-            own_run = e.run is not None and e.role not in user_roles
-            last[("run", e.run) if own_run and e.run is not None else ("seq", e.seq)] = e
+    for e in ix.compactions:
+        own_run = e.run is not None and e.role not in ix.user_roles
+        last[("run", e.run) if own_run and e.run is not None else ("seq", e.seq)] = e
     for e in sorted(last.values(), key=lambda x: x.seq):
         if e.error is not None or e.response is None or _run_failed(c, e):
             continue
-        run_output = c.runs[e.run].output if e.run is not None and e.run < len(c.runs) else None
+        run_output = c.runs[e.run].output if e.run is not None and 0 <= e.run < len(c.runs) else None
         summary = run_output if isinstance(run_output, str) else _summary_text(c, e)
         if summary.strip():
             continue
-        nxt = next((v for v in mains if v.exchange.seq > e.seq), None)
-        if nxt is None:
+        at = bisect_left(main_seqs, e.seq + 1)
+        if at == len(mains):
             continue
-        source, sent = nxt.source, c.expand(nxt.exchange.messages)
-        summaries = [_part_text(p) for m in sent for p in m.get("parts", []) if p.get("part_kind") == "compaction"]
-        other = [s for s in _summarizer_calls(c, e.seq, nxt.exchange.seq) if _summary_text(c, s).strip()]
+        nxt = mains[at]
+        sent = ix.expand(nxt.exchange.messages)
+        summaries = [_part_text(p) for m in sent for p in _parts(m) if _summary_part(p)]
+        other = [s for s in ix.window(e.seq, nxt.exchange.seq) if _summary_text(c, s).strip()]
         accepted = any(not s.strip() for s in summaries) or (
-            _compacted(source, sent) and not any(s.strip() for s in summaries) and not other
+            ix.compacted(nxt, True) and not any(s.strip() for s in summaries) and not other
         )
         if not accepted:
             continue
+        source = len(nxt.source_ids)
         target = f"{nxt.exchange.role}[{nxt.exchange.index}]"
         yield Violation(
             "empty_summary",
             e.role,
             e.index,
-            f"empty summary {summary!r} accepted: {target} was sent {len(sent)} messages instead of {len(source)}",
-            {"summary": summary, "request": target, "source_messages": len(source), "sent_messages": len(sent)},
+            f"empty summary {summary!r} accepted: {target} was sent {len(sent)} messages instead of {source}",
+            {"summary": summary, "request": target, "source_messages": source, "sent_messages": len(sent)},
+            measure={"messages_dropped": source - len(sent)},
         )
 
 
@@ -485,12 +824,12 @@ def _dangling(messages: list[Message]) -> list[tuple[int, dict[str, Any]]]:
     strands the earlier calls). That helper is private and 2.54's differs for ids repeated
     within one response, so the rule is kept here, on dicts, to be the same whatever is installed.
     """
-    open_calls: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    open_calls: dict[Any, list[tuple[int, dict[str, Any]]]] = {}
     dangling: list[tuple[int, dict[str, Any]]] = []
     for index, message in enumerate(messages):
-        for part in message.get("parts", []):
+        for part in _parts(message):
             kind = part.get("part_kind")
-            call_id = part.get("tool_call_id")
+            call_id = _hashable(part.get("tool_call_id"))
             if message.get("kind") == "response" and kind == "tool-call":
                 pending = open_calls.setdefault(call_id, [])
                 if pending and pending[-1][0] != index:
@@ -510,29 +849,47 @@ dangling_calls = _dangling
 """Public name of the pairing rule, for other rules built on it (``replay.verdicts``)."""
 
 
+def _hashable(value: Any) -> Any:
+    try:
+        hash(value)
+    except TypeError:
+        return repr(value)
+    return value
+
+
+_TOOL_KINDS = frozenset({"tool-call", "tool-return", "retry-prompt"})
+
+
 @register("dangling_tool_call")
 def dangling_tool_call(c: Cassette) -> Iterator[Violation]:
     """A request sent with a tool call that has no result: providers reject such histories.
 
     pydantic-ai repairs these before sending, so one here means something rewrote the
     history afterwards (a compaction or history processor cutting between call and result).
-    The exchange's own response is not part of what was sent, so its calls never count.
+    The exchange's own response is not part of what was sent, so its calls never count; only
+    model requests are checked (a token count or a provider-side compaction of the same
+    history would report the same calls twice).
     """
+    tools = {i for i, m in enumerate(c.messages) if any(p.get("part_kind") in _TOOL_KINDS for p in _parts(m))}
     for ex in c.exchanges:
+        if ex.kind not in ("request", "request_stream") or tools.isdisjoint(ex.messages):
+            continue
         found = _dangling(c.expand(ex.messages))
         if not found:
             continue
         calls = [
             {"tool_name": p.get("tool_name"), "tool_call_id": p.get("tool_call_id"), "message": i} for i, p in found
         ]
+        names = sorted(str(d["tool_name"]) for d in calls)
         yield Violation(
             "dangling_tool_call",
             ex.role,
             ex.index,
             f"{len(calls)} tool call(s) sent without a result: "
             + ", ".join(f"{d['tool_name']} ({d['tool_call_id']}, message {d['message']})" for d in calls),
-            {"calls": calls, "tools": sorted(str(d["tool_name"]) for d in calls)},
+            {"calls": calls, "tools": names},
             identity=("tools",),
+            measure=dict(Counter(names)),
         )
 
 
@@ -555,6 +912,7 @@ def expectation(c: Cassette) -> Iterator[Violation]:
             f"{name}: expected {expected!r}, {what}",
             {"name": name, "expected": expected, "observed": seen},
             identity=("name",),
+            pair=(name,),
         )
 
 

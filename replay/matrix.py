@@ -436,7 +436,22 @@ def _counts(cells: Iterable[Cell]) -> dict[str, int]:
     return out
 
 
+def _mark_every_version(row: dict[str, Cell]) -> None:
+    """Flag (``every_version``) a violation the replay has on every version of a row: no version's regression."""
+    cells = [c.get("violations", []) for c in row.values() if c.get("status") != "error"]
+    if len(cells) < 2:
+        return
+    present = [{v.get("slot") for v in cell if v.get("status") not in (None, "gone")} for cell in cells]
+    shared = set.intersection(*present) - {None}
+    for cell in cells:
+        for v in cell:
+            if v.get("status") not in (None, "gone") and v.get("slot") in shared:
+                v["every_version"] = True
+
+
 def _finish(result: Result) -> Result:
+    for row in result["scenarios"].values():
+        _mark_every_version(row)
     counts = _counts(c for row in result["scenarios"].values() for c in row.values())
     head = {"changed": bool(counts["changed"] or counts["error"]), "summary": counts}
     return {**head, **{k: v for k, v in result.items() if k not in head}}
@@ -526,6 +541,15 @@ def cell_lines(cell: Cell) -> list[str]:
     if isinstance(cost, list) and len(cost) == 2 and cost[1] is not None:
         lines.append(f"cost ${cost[1]:.4f}" if cost[0] in (None, cost[1]) else f"cost ${cost[0]:.4f}→${cost[1]:.4f}")
     lines += [f"warning: {w}" for w in cell.get("warnings", [])]
+    graded = [v for v in cell.get("violations", []) if "status" in v]
+    if graded:  # the replay's own violations, each marked against the recording's
+        for v in graded:
+            where = v.get("role", "") if v.get("index") is None else f"{v.get('role')}[{v.get('index')}]"
+            mark = v["status"] + (", every version" if v.get("every_version") else "")
+            text = " ".join(str(v.get("message", "")).split())
+            text = text if len(text) <= 160 else text[:157] + "..."
+            lines.append(f"violation ({mark}): {v.get('invariant', '?')} {where}: {text}")
+        return lines
     for key, word in (("new_violations", "new violation"), ("violations", "violation")):
         for v in cell.get(key, []):
             where = v.get("role", "") if v.get("index") is None else f"{v.get('role')}[{v.get('index')}]"

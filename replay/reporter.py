@@ -27,7 +27,8 @@ class ScenarioReport:
     diff: Diff | None = None
     error: str | None = None
     violations: list[Any] = field(default_factory=list)
-    """Invariant violations new in the replay (``replay.invariants.Violation``)."""
+    """``replay check``'s violations of one cassette (``replay.invariants.Violation``); a replay's own
+    violations, graded against the recording's, are in ``diff.violations``."""
     cassette: str | None = None
     result: str | None = None
 
@@ -101,6 +102,7 @@ def diff_json(d: Diff) -> dict[str, Any]:
         "cache": [{"role": c.role, "index": c.index, c.what: [c.before, c.after]} for c in d.cache],
         "tokens": [vars(t) for t in d.tokens] if d.tokens else None,
         "cost": list(d.cost) if d.cost else None,
+        "violations": [v.as_json() for v in d.violations],
     }
 
 
@@ -114,7 +116,8 @@ def report_json(r: ScenarioReport) -> dict[str, Any]:
         out["result"] = r.result
     if r.diff is not None:
         out.update({k: v for k, v in diff_json(r.diff).items() if k != "scenario_id"})
-    out["violations"] = [v.as_json() for v in r.violations]
+    if r.diff is None:
+        out["violations"] = [v.as_json() for v in r.violations]
     return out
 
 
@@ -162,8 +165,7 @@ def diff_lines(d: Diff, *, details: bool = True, max_changes: int = 12) -> list[
         lines.append(f"observation {c.path.removeprefix('observations.')}: {_short(c.old)} → {_short(c.new)}")
     for note in d.notes:
         lines.append(f"divergence: {note}")
-    for v in d.new_violations:
-        lines.append(f"new violation: {v.describe()}")
+    lines += violation_lines(d)
     lines += [w.describe() for w in d.wire[:max_changes]]
     if len(d.wire) > max_changes:
         lines.append(f"… {len(d.wire) - max_changes} more wire changes")
@@ -217,6 +219,13 @@ def entry_line(e: Entry) -> str:
     return f"{_ENTRY_VERB.get(e.kind, e.kind)} {e.path}{detail}: {_short(e.label)}"
 
 
+def violation_lines(d: Diff) -> list[str]:
+    """The replay's own violations, each marked new / worse / unchanged / better / gone against the recording."""
+    if d.violations:
+        return [f"violation ({c.status}): {c.describe()}" for c in d.violations]
+    return [f"violation (new): {v.describe()}" for v in d.new_violations]
+
+
 _STYLE = {"same": "green", "changed": "yellow", "error": "red"}
 
 
@@ -238,6 +247,8 @@ def print_text(reports: Sequence[ScenarioReport], console: Console | None = None
         elif r.diff is not None:
             for w in r.diff.warnings:
                 console.print("         [yellow]warning[/yellow] " + rich_escape(w))
+            for line in violation_lines(r.diff):
+                console.print("         " + rich_escape(line))
         for v in r.violations:
             console.print("         [red]violation[/red] " + rich_escape(v.describe()))
     c = summary_counts(reports)
@@ -266,6 +277,8 @@ def markdown(reports: Sequence[ScenarioReport], title: str = "harness-replay") -
         if r.diff is not None and r.status != "same":
             what += diff_lines(r.diff, details=False)
             what += [f"{q.label} {q.status}" + (f" (lost {', '.join(q.lost)})" if q.lost else "") for q in r.diff.requests[:5]]
+        elif r.diff is not None:
+            what += violation_lines(r.diff)
         what += [f"violation: {v.describe()}" for v in r.violations]
         out.append(f"| `{_md(r.scenario_id)}` | {icon[r.status]} | {_md('<br>'.join(what)) or ''} |")
     details = [r for r in reports if r.diff is not None and r.diff.requests]
@@ -297,11 +310,14 @@ def junit(reports: Sequence[ScenarioReport], suite: str = "harness-replay") -> s
             out.append(f"<error message={quoteattr(r.error or 'error')}>{escape(body)}</error>")
         elif r.status == "changed":
             first = diff_lines(r.diff, details=False)[0] if r.diff is not None else "changed"
-            msg = next((ln for ln in body.splitlines() if ln.startswith("violation")), first)
+            msg = next((ln for ln in body.splitlines() if ln.startswith(_FAILING)), first)
             out.append(f"<failure message={quoteattr(msg)}>{escape(body)}</failure>")
         out.append("</testcase>")
     out.append("</testsuite></testsuites>")
     return "\n".join(out) + "\n"
+
+
+_FAILING = ("violation:", "violation (new)", "violation (worse)")
 
 
 def write_step_summary(text: str) -> None:

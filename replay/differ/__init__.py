@@ -112,6 +112,8 @@ class Diff:
     notes: list[str] = field(default_factory=list)
     """Divergences from the replay (exhausted roles, unused recorded requests, blocked network)."""
     new_violations: list[Any] = field(default_factory=list)
+    violations: list[Any] = field(default_factory=list)
+    """The replay's own violations graded against the recording's (``replay.invariants.Compared``)."""
     versions: tuple[str, str] = ("", "")
     """``harness X, slim Y`` of each side, so a report says what it compared."""
     warnings: list[str] = field(default_factory=list)

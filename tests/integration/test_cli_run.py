@@ -40,7 +40,7 @@ def test_changed_parameter_exits_1_and_names_role_request_and_path(cli, write_sc
 def test_missing_cassette_is_an_error_cell(cli, write_scenario, project: Path) -> None:
     write_scenario()
     r = cli("run")
-    assert r.code == 1 and "no cassette" in r.out and "replay record" in r.out
+    assert r.code == 2 and "no cassette" in r.out and "replay record" in r.out  # README: a cassette error exits 2
 
 
 @pytest.mark.parametrize("policy", ["fail", "repeat", "fake"])

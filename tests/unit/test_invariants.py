@@ -150,7 +150,7 @@ def test_violation_describes_itself_in_one_line_and_keys_on_identity_not_figures
     hash(v)  # frozen and hashable despite the evidence dict
 
 
-def test_user_checks_register_and_run_alone_and_crashes_are_reported() -> None:
+def test_user_checks_register_and_run_alone_and_crashes_are_errors_not_violations() -> None:
     seen: list[str] = []
 
     @register("unit_always")
@@ -165,8 +165,13 @@ def test_user_checks_register_and_run_alone_and_crashes_are_reported() -> None:
     try:
         assert "unit_always" in invariants.checks()
         assert [v.invariant for v in run_checks(Cassette(), only=["unit_always"])] == ["unit_always"]
-        crashed = run_checks(Cassette(), only=["unit_crash"])
-        assert len(crashed) == 1 and "RuntimeError: boom" in crashed[0].message
+        # a crash is an error of the cassette, never a violation; the other checks still run
+        found = invariants.evaluate(Cassette(), only=["unit_crash", "unit_always"])
+        assert [v.invariant for v in found.violations] == ["unit_always"]
+        assert [f.describe() for f in found.failures] == ["check unit_crash failed: RuntimeError: boom"]
+        with pytest.raises(invariants.CheckError, match="check unit_crash failed: RuntimeError: boom") as err:
+            run_checks(Cassette(), only=["unit_always", "unit_crash"])
+        assert [v.invariant for v in err.value.findings.violations] == ["unit_always"]
         with pytest.raises(ReplayUsageError, match="no_such_check"):
             run_checks(Cassette(), only=["no_such_check"])
         assert seen
