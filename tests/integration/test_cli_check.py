@@ -7,6 +7,7 @@ from pathlib import Path
 
 from conftest import ROOT
 
+from replay import invariants
 from replay.cassette import load
 
 CAS = ROOT / "cassettes"
@@ -46,10 +47,34 @@ def test_user_checks_from_pyproject(cli, project: Path) -> None:
         "        yield Violation('too_many_requests', 'main', None, f'{len(cassette.exchanges)} requests', {})\n"
     )
     (project / "pyproject.toml").write_text('[tool.replay]\nchecks = ["mychecks"]\n')
-    found = violations(cli, CAS / "seed000" / "long.cassette")
+    try:
+        found = violations(cli, CAS / "seed000" / "long.cassette")
+    finally:  # the CLI runs in-process here: leave the registry as it was for the other tests
+        invariants._REGISTRY.pop("too_many_requests", None)
     assert any(v["invariant"] == "too_many_requests" and v["message"] == "6 requests" for v in found)
 
 
 def test_unknown_target_exit_2(cli) -> None:
     r = cli("check", "nope/nothing")
     assert r.code == 2 and "nope/nothing" in r.err
+
+
+def test_a_check_that_crashes_is_an_error_naming_file_and_check_not_a_violation(cli, project: Path) -> None:
+    (project / "crashing.py").write_text(
+        "from replay.invariants import register\n"
+        "@register('crashes_on_everything')\n"
+        "def crash(cassette):\n"
+        "    raise KeyError('parts')\n"
+    )
+    (project / "pyproject.toml").write_text('[tool.replay]\nchecks = ["crashing"]\n')
+    path = CAS / "seed000" / "long.cassette"
+    try:
+        text = cli("check", path)
+        doc = cli("check", path, "--format", "json")
+    finally:
+        invariants._REGISTRY.pop("crashes_on_everything", None)
+    assert text.code == 2 and doc.code == 2
+    assert "seed000/long.cassette: check crashes_on_everything failed: KeyError: 'parts'" in text.out
+    assert "ERROR" in text.out and "compaction_grew_request" in text.out  # the other checks still reported
+    found = json.loads(doc.out)["violations"]
+    assert [v["invariant"] for v in found] == ["compaction_grew_request"]
