@@ -943,6 +943,8 @@ def cache_prefix_broken(c: Cassette) -> Iterator[Violation]:
             evidence={"requests": [i for i, _, _ in items], "cached": [x for _, x, _ in items],
                       "previous": [p for _, _, p in items], "uncached": lost},
             identity=("requests",),
+            pair=(),
+            measure={f"{role}[{i}]": previous - cached for i, cached, previous in items},
         )
 
 
