@@ -132,6 +132,17 @@ def facts(c: Cassette) -> dict[str, Any]:
     }
 
 
+def sent_text(c: Cassette) -> str:
+    """Every request the version sent and what came back, one line per message (``replay show``).
+
+    The header lines are left out: the report states versions once, and without the recording
+    time the text is the same on every trial.
+    """
+    from .show import render_text
+
+    return "".join(line + "\n" for line in render_text(c).splitlines() if not line.startswith("# "))
+
+
 def _check_in_env(python: Path, paths: Sequence[Path], cwd: Path) -> dict[str, list[dict[str, Any]]]:
     """The version's own ``replay check`` on its result cassettes: scenario id → violations."""
     if not paths:
@@ -204,6 +215,8 @@ def _trial(req: Request, k: int, progress: Callable[[dict[str, int]], mx.Progres
                     entry.update(facts(c))
                     entry["violations"] = checked.get(sid, []) + checked.get("", [])
                     entry["normalised"] = normalised_bytes(paths[sid]).decode()
+                    if sid == req.subject.id:
+                        entry["sent"] = sent_text(c)
                 except CassetteError as exc:
                     entry.update(status="error", error=str(exc))
             scenarios[sid] = entry
@@ -447,6 +460,15 @@ def render_markdown(report: Report) -> str:
                 cells.append("<br>".join(_md(b) for b in bits))
             rows.append((f"`{_md(c)}`", cells))
         out += _table(["scenario", *labels], rows, escape_cells=False)
+    sent = [(v, v["scenarios"].get(sid, {}).get("sent")) for v in versions]
+    if any(text for _, text in sent):
+        out += ["", f"### What each version sent (`{sid}`, trial 1)", ""]
+        for v, text in sent:
+            if not text:
+                continue
+            fence = "````" if "```" in text else "```"
+            out += [f"<details><summary><code>{_md(v['spec'])}</code>: every request and answer</summary>", "",
+                    f"{fence}text", text.rstrip("\n"), fence, "", "</details>", ""]
     out += ["", "### Environments in full", ""]
     for v in versions:
         if v.get("freeze"):
@@ -483,4 +505,4 @@ def exit_code(report: Report) -> int:
     return 1 if bad else 0
 
 
-__all__ = ["Request", "Subject", "build", "commands", "emit", "exit_code", "facts", "freeze_digest", "locate", "render_markdown"]
+__all__ = ["Request", "Subject", "build", "sent_text", "commands", "emit", "exit_code", "facts", "freeze_digest", "locate", "render_markdown"]

@@ -130,3 +130,14 @@ def test_unwritable_out_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(ReplayUsageError, match=r"dir: cannot write the report"):
         rp.emit(_report(), "markdown", tmp_path / "dir")
     assert [p.name for p in (tmp_path / "dir").iterdir()] == []  # nothing half-written left behind
+
+
+def test_what_each_version_sent_is_in_a_collapsed_block() -> None:
+    text = rp.sent_text(load(CAS / "seed002" / "whitespace.cassette"))
+    assert text.startswith("== main[0] request model function:ack: estimate 10\n") and "# recorded" not in text
+    report = _report()
+    report["versions"][0]["scenarios"]["a/b"]["sent"] = "== main[0] request\n  ``` odd\n"
+    md = rp.render_markdown(report)
+    assert "### What each version sent (`a/b`, trial 1)" in md
+    assert "<details><summary><code>0.54.0</code>: every request and answer</summary>\n\n````text\n== main[0] request\n  ``` odd\n````" in md
+    assert "<code>0.62.0</code>: every request" not in md
