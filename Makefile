@@ -4,7 +4,7 @@ VENV    ?= .venv
 PY      := $(VENV)/bin/python
 UV      := $(shell command -v uv 2>/dev/null || echo $(VENV)-uv/bin/uv)
 
-.PHONY: setup demo test test-fast lint bench reliability record clean
+.PHONY: setup demo test test-fast test-floors lint bench reliability record clean
 
 $(VENV)-uv/bin/uv:
 	python3 -m venv $(VENV)-uv && $(VENV)-uv/bin/pip install -q uv
@@ -39,6 +39,23 @@ lint: setup
 	$(VENV)/bin/ruff check replay tests scenarios bench
 	$(PY) -m mypy
 
+# The floors in pyproject are claims: install the lowest versions they allow (uv's lowest-direct:
+# every direct requirement at its floor) into their own venvs and prove them.
+# 1. the suite (minus the slow multi-version tests) on the floors, harness pinned as the suite expects;
+# 2. the lowest harness/pydantic-ai-slim allowed replays every bundled cassette without an error.
+FLOORS ?= $(VENV)-floors
+test-floors: | $(UV)
+	rm -rf $(FLOORS) $(FLOORS)-harness
+	$(UV) venv -q $(FLOORS)
+	$(UV) pip install -q --python $(FLOORS)/bin/python --resolution lowest-direct -e '.[dev]' 'pydantic-ai-harness==$(HARNESS)'
+	@$(UV) pip freeze --python $(FLOORS)/bin/python | grep -iE '^(typer|click|deepdiff|msgpack|rich|pydantic|pytest|hypothesis)=' | tr '\n' ' '; echo
+	$(FLOORS)/bin/python -m pytest -q -m "not slow" -n 2
+	$(UV) venv -q $(FLOORS)-harness
+	$(UV) pip install -q --python $(FLOORS)-harness/bin/python --resolution lowest-direct -e .
+	@$(UV) pip freeze --python $(FLOORS)-harness/bin/python | grep -iE '^pydantic-ai-(slim|harness)=' | tr '\n' ' '; echo
+	$(FLOORS)-harness/bin/replay run --out $(FLOORS)-harness/results --format json > $(FLOORS)-harness/run.json; [ $$? -le 1 ]
+	$(FLOORS)-harness/bin/python -c "import json,sys; d=json.load(open('$(FLOORS)-harness/run.json')); e={k: v['error'] for k, v in d['scenarios'].items() if v['status'] == 'error'}; print('lowest harness:', d['summary']); sys.exit(bool(e) and f'errors on the lowest harness: {e}')"
+
 test-fast: setup
 	$(PY) -m pytest -q -n auto --dist worksteal -m "not slow"
 
@@ -52,4 +69,4 @@ record: setup
 	$(VENV)/bin/replay record --force
 
 clean:
-	rm -rf $(VENV) $(VENV)-uv .replay
+	rm -rf $(VENV) $(VENV)-uv $(VENV)-floors $(VENV)-floors-harness .replay

@@ -13,22 +13,35 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 from .config import Config, load_config
 
 SUFFIX = ".cassette"  # replay.cassette.SUFFIX, without importing the cassette stack
 
 Mode = Literal["none", "once", "new", "all", "rewrite"]
-MODES: tuple[str, ...] = get_args(Mode)
+ALIASES: dict[str, Mode] = {"new_episodes": "new"}
+"""pytest-recording's (and VCR.py's) spelling, so its users' habits work here."""
+MODES: tuple[str, ...] = (*get_args(Mode), *ALIASES)
 Action = Literal["record", "replay", "append"]
-Status = Literal["recorded", "replayed", "appended", "changed", "unrecorded", "unsaved"]
+Status = Literal["recorded", "replayed", "appended", "accepted", "changed", "unrecorded", "unsaved", "empty"]
 ON_EXHAUSTED: tuple[str, ...] = ("fail", "repeat", "fake")  # replay.replayer.OnExhausted
+_FALSE = frozenset({"", "0", "false", "no", "off", "n", "f"})
+
+
+def is_ci(environ: Mapping[str, str] = os.environ) -> bool:
+    """``CI`` set to anything but a false word (``CI=false`` and ``CI=0`` are how people switch it off)."""
+    return environ.get("CI", "").strip().lower() not in _FALSE
 
 
 def default_mode(environ: Mapping[str, str] = os.environ) -> Mode:
     """``none`` on CI (a missing recording must fail there, never call a paid model), else ``once``."""
-    return "none" if environ.get("CI") else "once"
+    return "none" if is_ci(environ) else "once"
+
+
+def canonical_mode(mode: str) -> Mode:
+    """``new_episodes`` is ``new``; every other choice is its own name."""
+    return ALIASES.get(mode) or cast(Mode, mode)
 
 
 def cassette_name(test_name: str, class_name: str | None = None, marker_name: str | None = None) -> str:
@@ -65,6 +78,8 @@ class Tally:
     """Paths tests actually used (covers an overridden ``replay_cassette_dir``)."""
     dirs: set[Path] = field(default_factory=set)
     orphans: list[Path] = field(default_factory=list)
+    accepted: list[str] = field(default_factory=list)
+    """One line per cassette ``--replay-accept`` replaced, printed in the terminal summary."""
     _config: Config | None = None
     _resolved: dict[Path, Path] = field(default_factory=dict)
 
@@ -80,6 +95,24 @@ class Tally:
             directory = self._resolved[test_file] = default_dir(test_file).resolve()
         self.dirs.add(directory)
         self.expected.add(directory / f"{name}{SUFFIX}")
+
+    def announce_real_call(self, config: Any, nodeid: str, models: list[str], path: str) -> None:
+        """The first recording that called a provider model says so at once; the summary counts them all.
+
+        ``once`` (the default outside CI) records a missing cassette with whatever model the
+        test builds, which may be a paid one: nobody should learn that from the invoice.
+        """
+        self.statuses["real"] += 1
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if self.statuses["real"] > 1 or reporter is None:
+            return
+        reporter.ensure_newline()
+        reporter.write_line(
+            f"harness-replay: {nodeid} called {', '.join(models)} to record {path} "
+            f"(--replay-mode={self.mode} records missing cassettes with the test's own models; "
+            "--replay-mode=none, the default when CI is set, never calls one)",
+            yellow=True,
+        )
 
     def find_orphans(self) -> list[Path]:
         known = self.expected | self.used
@@ -110,7 +143,8 @@ class Tally:
     def summary(self) -> str | None:
         if not self.statuses:
             return None
-        words = {"unrecorded": "unrecorded", "unsaved": "not saved (test failed)"}
-        order = ("recorded", "appended", "replayed", "changed", "unrecorded", "unsaved")
+        words = {"unsaved": "not saved (test failed)", "empty": "not written (no model call)"}
+        order = ("recorded", "appended", "replayed", "accepted", "changed", "unrecorded", "unsaved", "empty")
         parts = [f"{self.statuses[s]} {words.get(s, s)}" for s in order if self.statuses[s] or s in ("recorded", "replayed", "changed")]
-        return f"harness-replay (--replay-mode={self.mode}): cassettes " + ", ".join(parts)
+        real = f" ({self.statuses['real']} called a real model)" if self.statuses["real"] else ""
+        return f"harness-replay (--replay-mode={self.mode}): cassettes " + ", ".join(parts) + real

@@ -14,6 +14,7 @@ from typing import Any
 
 from ._interception import Call, session_scope
 from ._pytest import Action, Mode, Status, shown
+from ._pytest_report import Paint, _plain, failure_lines
 from .cassette import Cassette, Exchange, load, save
 from .differ import Diff, diff
 from .guard import NetworkGuard, network_guard
@@ -21,7 +22,6 @@ from .invariants import new_violations
 from .normaliser import Rules
 from .recorder import Session, base_header, finalize
 from .replayer import CassetteSource, Divergence, OnExhausted, ReplayExhausted, offline
-from .reporter import diff_lines
 
 
 class _TestSource(CassetteSource):
@@ -55,6 +55,8 @@ class TestCassette:
     on_exhausted: OnExhausted = "fail"
     rules: Rules = field(default_factory=Rules)
     allow_hosts: tuple[str, ...] = ()
+    accept: bool = False
+    """``--replay-accept``: a changed replay that followed the recording becomes the cassette."""
     action: Action = "record"
     recorded: Cassette | None = None
     """The cassette as found on disk (None when recording)."""
@@ -62,6 +64,8 @@ class TestCassette:
     """Captures what the test sends: the new recording, or the replay's result to compare."""
     source: CassetteSource | None = field(init=False, default=None)
     guard: NetworkGuard | None = field(init=False, default=None)
+    real_models: list[str] = field(init=False, default_factory=list)
+    """Provider models (not FunctionModel/TestModel) this run called to record: worth saying out loud."""
 
     def __post_init__(self) -> None:
         exists = self.path.is_file()
@@ -85,6 +89,8 @@ class TestCassette:
             if self.action == "replay":
                 stack.enter_context(offline())
                 self.guard = stack.enter_context(network_guard(self.nodeid, allow=self.allow_hosts))
+            else:  # recording is the one moment a model may be called, whatever the conftest switched off
+                stack.enter_context(_model_requests_allowed())
             stack.enter_context(session_scope(self.session))
             yield self
 
@@ -131,13 +137,22 @@ class TestCassette:
         d.new_violations = new_violations(self.recorded, result)
         return d
 
-    def finish(self, passed: bool) -> tuple[Status, list[str]]:
+    def _save_recording(self) -> Status:
+        cassette = finalize(self.session.cassette)
+        if not cassette.exchanges:
+            return "empty"  # a test that calls no model gets no cassette (and replays fine without one)
+        self.real_models = sorted(
+            {f"{ex.model_system}:{ex.model_name}" for ex in cassette.exchanges if ex.model_system not in _FAKE_SYSTEMS}
+        )
+        save(cassette, self.path)
+        return "recorded"
+
+    def finish(self, passed: bool, *, verbosity: int = 0, paint: Paint = _plain) -> tuple[Status, list[str]]:
         """Save or compare once the test body is done; returns the status and, if the test must fail, why."""
         if self.action == "record":
             if not passed:
                 return "unsaved", []
-            save(finalize(self.session.cassette), self.path)
-            return "recorded", []
+            return self._save_recording(), []
         exhausted = [dv for dv in self.source.divergences if dv.kind == "exhausted"] if self.source else []
         if exhausted and self.action == "replay" and self.on_exhausted == "fail":
             return "unrecorded", [self.unrecorded(exhausted[0])]
@@ -146,14 +161,39 @@ class TestCassette:
             d.requests = [r for r in d.requests if r.status != "added"]
         if _changed_besides_additions(d) if self.extra_ok else d.changed:
             head = f"harness-replay: test {self.nodeid} sent different model requests than {shown(self.path)} holds"
-            tail = "if the change is intended, re-record with --replay-mode=all"
-            return "changed", [head, *("  " + line for line in diff_lines(d)), tail]
+            body = ["  " + line for line in failure_lines(d, verbosity=verbosity, paint=paint)]
+            if self.accept and not d.notes and passed:
+                save(finalize(self.session.cassette), self.path)
+                return "accepted", [f"harness-replay: accepted {self.nodeid} -> {shown(self.path)}"]
+            if self.accept:
+                why = f"the replay diverged ({d.notes[0]})" if d.notes else "the test failed"
+                tail = f"not accepted: {why}; re-record it with --replay-mode=all"
+            else:
+                tail = "if the change is intended, accept it with --replay-accept (or re-record with --replay-mode=all)"
+            return "changed", [head, *body, tail]
         if self.action == "append" and exhausted:
             if not passed:
                 return "unsaved", []
-            save(finalize(self.session.cassette), self.path)
+            self._save_recording()
             return "appended", []
         return "replayed", []
+
+
+_FAKE_SYSTEMS = frozenset({"function", "test"})
+"""``model_system`` of pydantic-ai's FunctionModel and TestModel: recording them costs nothing."""
+
+
+@contextmanager
+def _model_requests_allowed() -> Iterator[None]:
+    """Lift ``pydantic_ai.models.ALLOW_MODEL_REQUESTS`` (pydantic-ai's advice for test suites) while recording."""
+    from pydantic_ai import models
+
+    previous = models.ALLOW_MODEL_REQUESTS
+    models.ALLOW_MODEL_REQUESTS = True
+    try:
+        yield
+    finally:
+        models.ALLOW_MODEL_REQUESTS = previous
 
 
 def _changed_besides_additions(d: Diff) -> bool:

@@ -3,7 +3,10 @@
 Mark a test ``@pytest.mark.replay`` (or request the ``replay_cassette`` fixture) and the
 model traffic of its body goes to ``<test dir>/cassettes/<module>/<test>.cassette``: recorded
 the first time, replayed and compared afterwards. ``--replay-mode`` follows pytest-recording's
-``--record-mode`` (none, once, new, all, rewrite); the default is ``none`` when ``CI`` is set.
+``--record-mode`` (none, once, new_episodes, all, rewrite); the default is ``none`` when ``CI`` is set.
+
+Registered as ``harness_replay`` (pyproject's ``pytest11`` entry point): pytest-replay owns the
+name ``replay``, and pytest silently keeps one plugin per name.
 """
 
 from __future__ import annotations
@@ -14,7 +17,16 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
-from ._pytest import MODES, ON_EXHAUSTED, Mode, Tally, cassette_name, default_dir, default_mode, shown
+from ._pytest import (
+    MODES,
+    ON_EXHAUSTED,
+    Tally,
+    canonical_mode,
+    cassette_name,
+    default_dir,
+    default_mode,
+    shown,
+)
 from .errors import ReplayError
 
 if TYPE_CHECKING:
@@ -23,6 +35,7 @@ if TYPE_CHECKING:
 
 _TALLY = pytest.StashKey[Tally]()
 _ACTIVE = pytest.StashKey["TestCassette"]()
+_HEADLINE = pytest.StashKey[str]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -31,8 +44,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--replay-mode",
         choices=MODES,
         default=None,
-        help="none: replay only; once: record missing cassettes; new: append requests beyond the recording; "
-        "all: re-record; rewrite: delete and re-record. Default: none if CI is set, else once.",
+        help="none: replay only; once: record missing cassettes; new (or new_episodes): append requests beyond "
+        "the recording; all: re-record; rewrite: delete and re-record. Default: none if CI is set (and not "
+        "'false' or '0'), else once.",
+    )
+    group.addoption(
+        "--replay-accept",
+        action="store_true",
+        default=False,
+        help="make each changed replay that followed its recording the new cassette (a reviewed change; "
+        "like syrupy's --snapshot-update). No model is called.",
     )
     group.addoption(
         "--replay-unused",
@@ -47,8 +68,23 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "replay(name=None, *, on_exhausted='fail'): record the test's model traffic into a cassette, replay and compare it",
     )
-    mode = cast(Mode, config.getoption("replay_mode") or default_mode())
-    config.stash[_TALLY] = Tally(mode)
+    option = config.getoption("replay_mode")
+    config.stash[_TALLY] = Tally(canonical_mode(option) if option else default_mode())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session: pytest.Session) -> Generator[None, object, object]:
+    """In replay-only mode, a module-level ``Agent("openai:...")`` imports without a key.
+
+    The provider is built at import, before any test runs; with ``--replay-mode=none`` no
+    test can call it, so placeholder keys (only for keys not set) make collection work in CI.
+    """
+    if session.config.stash[_TALLY].mode != "none":
+        return (yield)
+    from ._placeholders import placeholder_keys
+
+    with placeholder_keys():
+        return (yield)
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -72,9 +108,12 @@ def replay_cassette(request: pytest.FixtureRequest, replay_cassette_dir: Path) -
     item = request.node
     marker = item.get_closest_marker("replay")
     options: dict[str, Any] = dict(marker.kwargs) if marker else {}
+    options.pop("name", None)  # read by _name
     on_exhausted = options.pop("on_exhausted", "fail")
-    if options or on_exhausted not in ON_EXHAUSTED:
-        pytest.fail(f"@pytest.mark.replay: unknown options {sorted(options)} or on_exhausted={on_exhausted!r}", pytrace=False)
+    if options:
+        pytest.fail(f"@pytest.mark.replay: unknown option(s) {', '.join(sorted(options))}; it takes name= and on_exhausted=", pytrace=False)
+    if on_exhausted not in ON_EXHAUSTED:
+        pytest.fail(f"@pytest.mark.replay: on_exhausted={on_exhausted!r}; choose one of {', '.join(ON_EXHAUSTED)}", pytrace=False)
     from ._pytest_cassette import TestCassette  # heavy: only for tests that use a cassette
     from .normaliser import Rules
 
@@ -89,6 +128,7 @@ def replay_cassette(request: pytest.FixtureRequest, replay_cassette_dir: Path) -
             on_exhausted=cast("OnExhausted", on_exhausted),
             rules=Rules.of(tally.config(item.config.rootpath).ignore),
             allow_hosts=tally.config(item.config.rootpath).allow_hosts,
+            accept=bool(item.config.getoption("replay_accept")),
         )
     except ReplayError as exc:
         pytest.fail(f"harness-replay: {exc}", pytrace=False)
@@ -120,13 +160,34 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
         raise
     finally:
         if not isinstance(error, pytest.skip.Exception):
-            status, failure = test.finish(error is None)
+            writer = item.config.get_terminal_writer()
+            status, failure = test.finish(
+                error is None,
+                verbosity=item.config.get_verbosity(),
+                paint=lambda text, colour: writer.markup(text, **{colour: True}),
+            )
             tally.statuses[status] += 1
+            if test.real_models:
+                tally.announce_real_call(item.config, item.nodeid, test.real_models, shown(test.path))
             text = "\n".join(failure)
-            if failure and (error is None or status == "unrecorded"):
+            if status == "accepted":
+                tally.accepted.append(text)
+            elif failure and (error is None or status == "unrecorded"):
+                item.stash[_HEADLINE] = failure[0]
                 raise pytest.fail.Exception(text, pytrace=False) from None
             elif failure:  # the test failed on its own: keep its error, show what changed beside it
                 item.add_report_section("call", "harness-replay", text)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """The report is shown once: the short summary (which pytest prints whole with -vv or on CI) gets its headline."""
+    report = yield
+    headline = item.stash.get(_HEADLINE, None)
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if headline is not None and report.failed and crash is not None:
+        crash.message = headline
+    return report
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -154,6 +215,8 @@ def pytest_testnodedown(node: Any, error: object) -> None:
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
     tally = config.stash[_TALLY]
+    for accepted in tally.accepted:
+        terminalreporter.write_line(accepted, green=True)
     line = tally.summary()
     if line:
         terminalreporter.write_line(line)
@@ -171,6 +234,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
 
 def _name(item: pytest.Item) -> str:
     marker = item.get_closest_marker("replay")
-    explicit = marker.args[0] if marker is not None and marker.args else None
+    explicit: str | None = None
+    if marker is not None:
+        explicit = marker.args[0] if marker.args else marker.kwargs.get("name")
     cls = getattr(item, "cls", None)
     return cassette_name(item.name, cls.__name__ if cls is not None else None, explicit)

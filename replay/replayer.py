@@ -9,7 +9,6 @@ recording, so the differ compares like with like.
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Iterator
@@ -19,6 +18,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from ._interception import Call
+from ._placeholders import placeholder_keys
 from .cassette import Cassette, ErrorInfo, Exchange
 from .recorder import Session, adapters, base_header, execute_async, finalize, load_messages
 from .scenario import Scenario
@@ -27,21 +27,6 @@ OnExhausted = Literal["fail", "repeat", "fake"]
 Level = Literal["model", "wire"]
 """Where a replay answers provider models: at the ``Model`` boundary, or at the HTTP transport."""
 
-# Provider constructors refuse to build without a key; a replay never sends one anywhere.
-_PLACEHOLDER_KEYS = (
-    "OPENAI_API_KEY",
-    "ANTHROPIC_API_KEY",
-    "GEMINI_API_KEY",
-    "GOOGLE_API_KEY",
-    "GROQ_API_KEY",
-    "MISTRAL_API_KEY",
-    "CO_API_KEY",
-    "DEEPSEEK_API_KEY",
-    "OPENROUTER_API_KEY",
-    "XAI_API_KEY",
-    "CEREBRAS_API_KEY",
-    "HF_TOKEN",
-)
 
 
 ORDER_TIMEOUT = 0.5
@@ -323,15 +308,11 @@ def offline() -> Iterator[None]:
 
     previous = models.ALLOW_MODEL_REQUESTS
     models.ALLOW_MODEL_REQUESTS = False
-    added = [k for k in _PLACEHOLDER_KEYS if not os.environ.get(k)]
-    for k in added:
-        os.environ[k] = "replay-placeholder-key"
     try:
-        yield
+        with placeholder_keys():
+            yield
     finally:
         models.ALLOW_MODEL_REQUESTS = previous
-        for k in added:
-            os.environ.pop(k, None)
 
 
 async def replay_async(

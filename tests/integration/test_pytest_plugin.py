@@ -134,7 +134,8 @@ def test_a_changed_parameter_fails_with_the_replay_diff(agent_test: pytest.Pytes
     assert "test test_agent.py::test_compacts sent different model requests than cassettes/test_agent/test_compacts.cassette holds" in text
     assert "requests per role: main 2" in text
     assert "main[0] changed, messages 3→1" in text
-    assert "if the change is intended, re-record with --replay-mode=all" in text
+    assert "if the change is intended, accept it with --replay-accept (or re-record with --replay-mode=all)" in text
+    assert "--format" not in text  # an option pytest has not got
     assert "0 replayed, 1 changed" in text
     assert "the main model was called" not in text
 
@@ -294,3 +295,217 @@ def test_xdist_workers_tally_into_one_summary(agent_test: pytest.Pytester, monke
     assert "cassettes 0 recorded, 3 replayed, 0 changed" in text
     assert "1 unused cassette(s)" in text and "test_removed.cassette" in text
     assert again.ret == pytest.ExitCode.TESTS_FAILED
+
+
+# --------------------------------------------------------------------------- fitting in with other plugins and habits
+
+
+def test_registered_under_its_own_name_beside_pytest_replay(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest-replay registers its plugin as ``replay``; pytest keeps one plugin per name, so ours must differ."""
+    site = pytester.mkdir("site")
+    (site / "pytest_replay_standin.py").write_text("def pytest_addoption(parser):\n    parser.addoption('--replay-record-dir')\n")
+    dist = site / "pytest_replay-1.5.3.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: pytest-replay\nVersion: 1.5.3\n")
+    (dist / "entry_points.txt").write_text("[pytest11]\nreplay = pytest_replay_standin\n")
+    pytester.makepyfile(
+        test_both="""
+        def test_both_loaded(request):
+            plugins = request.config.pluginmanager
+            assert plugins.get_plugin("replay").__name__ == "pytest_replay_standin"
+            assert plugins.get_plugin("harness_replay").__name__ == "replay.plugin"
+            assert request.config.getoption("replay_mode") == "none"
+        """
+    )
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--replay-mode=none", "--replay-record-dir=x")
+    result.assert_outcomes(passed=1)
+
+
+PROVIDER_CONFTEST = """
+from pydantic_ai import models
+
+models.ALLOW_MODEL_REQUESTS = False  # pydantic-ai's advice for test suites
+"""
+
+PROVIDER_TEST = """
+import os
+
+import pytest
+from pydantic_ai import Agent, models
+
+agent = Agent("openai-chat:gpt-4o-mini")  # built at import: needs a key at collection
+
+
+@pytest.mark.replay
+def test_agent():
+    assert models.ALLOW_MODEL_REQUESTS is (os.environ.get("EXPECT_ALLOWED") == "1")
+    assert agent.run_sync("hi").output == "hello there"
+
+
+def test_switch_is_back_off():
+    assert models.ALLOW_MODEL_REQUESTS is False
+    assert os.environ.get("OPENAI_API_KEY") in (None, "sk-test")  # placeholders only lived during collection
+"""
+
+
+def test_records_past_allow_model_requests_and_collects_in_ci_without_a_key(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fake_openai import FakeOpenAI, Reply
+
+    pytester.makeconftest(PROVIDER_CONFTEST)
+    pytester.makepyfile(test_provider=PROVIDER_TEST)
+    with FakeOpenAI([Reply.text("hello there")]) as server:
+        recorded = run(
+            pytester, monkeypatch, CI="false", OPENAI_API_KEY="sk-test", OPENAI_BASE_URL=server.base_url, EXPECT_ALLOWED="1"
+        )
+    recorded.assert_outcomes(passed=2)
+    text = output(recorded)
+    assert "harness-replay: --replay-mode=once" in text  # CI=false is not CI
+    assert text.count("called openai:gpt-4o-mini to record cassettes/test_provider/test_agent.cassette") == 1
+    assert "(1 called a real model)" in text
+    assert len(server.requests) == 1
+
+    # CI: no key, the server gone; the module-level agent still imports, and the test replays
+    replayed = run(pytester, monkeypatch, CI="true", OPENAI_API_KEY="", OPENAI_BASE_URL="http://127.0.0.1:9/v1")
+    replayed.assert_outcomes(passed=2)
+    assert "cassettes 0 recorded, 1 replayed, 0 changed" in output(replayed)
+    assert "called" not in output(replayed)
+
+
+def test_marker_takes_name_as_its_help_says(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(
+        test_named="""
+        import pytest
+        from pydantic_ai import Agent
+        from pydantic_ai.messages import ModelResponse, TextPart
+        from pydantic_ai.models.function import FunctionModel
+
+        @pytest.mark.replay(name="by-keyword", on_exhausted="fail")
+        def test_it():
+            Agent(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("ok")]))).run_sync("hi")
+
+        @pytest.mark.replay(nmae="typo")
+        def test_typo():
+            pass
+        """
+    )
+    result = run(pytester, monkeypatch, CI="")
+    result.assert_outcomes(passed=1, errors=1)
+    assert (pytester.path / "cassettes/test_named/by-keyword.cassette").is_file()
+    assert "unknown option(s) nmae; it takes name= and on_exhausted=" in output(result)
+    help_text = output(pytester.runpytest("--markers"))
+    assert "@pytest.mark.replay(name=None, *, on_exhausted='fail')" in help_text
+
+
+def test_new_episodes_is_new(agent_test: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest-recording users type ``new_episodes``; it appends like ``new``."""
+    run(agent_test, monkeypatch, "-k", "compacts").assert_outcomes(passed=1, deselected=3)
+    appended = run(agent_test, monkeypatch, "-k", "compacts", "--replay-mode=new_episodes", TURNS="3")
+    appended.assert_outcomes(passed=1, deselected=3)
+    assert "harness-replay: --replay-mode=new" in output(appended)
+    assert "1 appended" in output(appended)
+    run(agent_test, monkeypatch, "-k", "compacts", CI="1", TURNS="3", BROKEN="1").assert_outcomes(passed=1, deselected=3)
+
+
+def test_a_test_without_model_calls_writes_no_cassette(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(
+        test_quiet="""
+        import pytest
+
+        @pytest.mark.replay
+        def test_nothing_to_record():
+            assert 1 + 1 == 2
+        """
+    )
+    first = run(pytester, monkeypatch, CI="")
+    first.assert_outcomes(passed=1)
+    assert "1 not written (no model call)" in output(first)
+    assert not (pytester.path / "cassettes").exists()
+    run(pytester, monkeypatch, CI="1").assert_outcomes(passed=1)  # and replays without one
+
+
+ACCEPT_TEST = """
+import os
+
+import pytest
+from test_agent import make_agent
+
+
+@pytest.mark.replay
+def test_prompt():
+    for turn in range(int(os.environ.get("TURNS", "1"))):
+        make_agent().run_sync(os.environ.get("PROMPT", "hello"))
+"""
+
+
+def test_accept_makes_a_reviewed_change_the_cassette(agent_test: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    agent_test.makepyfile(test_accept=ACCEPT_TEST)
+    run(agent_test, monkeypatch, "test_accept.py").assert_outcomes(passed=1)
+    path = agent_test.path / "cassettes/test_accept/test_prompt.cassette"
+    before = path.read_bytes()
+    run(agent_test, monkeypatch, "test_accept.py", CI="1", PROMPT="bye", BROKEN="1").assert_outcomes(failed=1)
+
+    accepted = run(agent_test, monkeypatch, "test_accept.py", "--replay-accept", CI="1", PROMPT="bye", BROKEN="1")
+    accepted.assert_outcomes(passed=1)
+    text = output(accepted)
+    assert text.count("harness-replay: accepted test_accept.py::test_prompt -> cassettes/test_accept/test_prompt.cassette") == 1
+    assert "1 accepted" in text
+    after = path.read_bytes()
+    assert after != before
+    run(agent_test, monkeypatch, "test_accept.py", CI="1", PROMPT="bye", BROKEN="1").assert_outcomes(passed=1)
+
+    # a replay that asked for more answers than recorded is not accepted: only a re-recording can answer it
+    refused = run(agent_test, monkeypatch, "test_accept.py", "--replay-accept", CI="1", TURNS="2", BROKEN="1")
+    refused.assert_outcomes(failed=1)
+    assert "accepted test_accept" not in output(refused)
+    assert path.read_bytes() == after
+
+
+LONG_TEST = '''
+import os
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, TextPart
+from pydantic_ai.models.function import FunctionModel
+
+INSTRUCTIONS = os.environ.get("INSTRUCTIONS", "Answer briefly. " * 12)
+
+
+@pytest.mark.replay
+def test_long():
+    agent = Agent(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("ok")])), instructions=INSTRUCTIONS)
+    history = None
+    for turn in range(12):
+        history = agent.run_sync(f"turn {turn}{os.environ.get('SUFFIX', '')}", message_history=history).all_messages()
+'''
+
+
+def test_failure_reads_like_pytest(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(test_long=LONG_TEST)
+    run(pytester, monkeypatch, CI="").assert_outcomes(passed=1)
+    changed = {"CI": "1", "SUFFIX": "!", "INSTRUCTIONS": "Answer briefly. " * 11 + "Answer in French."}
+
+    short = run(pytester, monkeypatch, "--color=no", **changed)
+    short.assert_outcomes(failed=1)
+    text = output(short)
+    assert text.count("requests per role: main 12") == 1  # the report once; the short summary has only its headline
+    assert "FAILED test_long.py::test_long - harness-replay: test test_long.py::test_long sent different" in text
+    assert "...Full output truncated (" in text and "use '-vv' to show" in text
+    assert "--format" not in text and "\x1b[" not in text
+    # a long string is a diff around its difference, not two truncated halves
+    lines = [ln.strip() for ln in text.splitlines()]
+    assert any(ln.startswith("Skipping ") and ln.endswith(" identical leading characters") for ln in lines)
+    assert any(ln.startswith("- ") and ln.endswith("briefly. Answer briefly.") and len(ln) < 60 for ln in lines)
+    assert any(ln.startswith("+ ") and ln.endswith("briefly. Answer in French.") and len(ln) < 60 for ln in lines)
+
+    full = run(pytester, monkeypatch, "-vv", "--color=yes", **changed)
+    full.assert_outcomes(failed=1)
+    text = output(full)
+    assert "Full output truncated" not in text
+    assert "\x1b[" in text  # colour, since the terminal (here: --color=yes) has it
+    last = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("main[11].messages[")]
+    indexes = [int(ln.split("messages[")[1].split("]")[0]) for ln in last]
+    assert indexes == sorted(indexes) and 10 in indexes and 2 in indexes  # natural order: 2 before 10
