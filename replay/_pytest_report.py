@@ -10,26 +10,16 @@ module only re-lays the same ``Diff`` for a test report.
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Callable
-from typing import Any
 
-from .differ import Change, Diff, RequestDiff
-from .reporter import _pair, _short, diff_lines
+from .differ import Change, Diff, RequestDiff, natural_key
+from .reporter import _pair, _short, diff_lines, entry_line
 
 Paint = Callable[[str, str], str]
 """(text, colour) → text with the terminal's markup, or unchanged when it has none."""
 
 SHORT_DETAIL_LINES = 16
 """Detail lines shown below ``-vv``; the summary lines above them are always shown."""
-
-_DIGITS = re.compile(r"(\d+)")
-
-
-def natural_key(path: str) -> list[Any]:
-    """``messages[2]`` sorts before ``messages[10]`` (digits compare as numbers)."""
-    return [int(t) if t.isdigit() else t for t in _DIGITS.split(path)]
-
 
 def _plain(text: str, colour: str) -> str:
     return text
@@ -92,10 +82,7 @@ def request_lines(r: RequestDiff, *, verbose: bool, paint: Paint = _plain) -> li
     if r.estimate_a is not None and r.estimate_b is not None and r.estimate_a != r.estimate_b:
         head += f", estimate {r.estimate_a}→{r.estimate_b}"
     out = [paint(head, "bold")]
-    if r.lost:
-        out.append("  lost: " + ", ".join(r.lost))
-    if r.gained:
-        out.append("  gained: " + ", ".join(r.gained))
+    out += ["  " + _colour(entry_line(e), paint) for e in r.entries if e.kind != "changed"]
     for c in sorted(r.changes, key=lambda c: natural_key(c.path)):
         out += ["  " + ln for ln in change_lines(c, verbose=verbose, paint=paint)]
     return out

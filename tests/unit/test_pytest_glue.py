@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from replay._pytest import canonical_mode, default_mode, is_ci
-from replay._pytest_report import natural_key, string_diff
+from replay._pytest_report import string_diff
 
 
 @pytest.mark.parametrize(
@@ -24,16 +24,6 @@ def test_unset_ci_is_not_ci() -> None:
 def test_new_episodes_is_pytest_recordings_name_for_new() -> None:
     assert canonical_mode("new_episodes") == "new"
     assert canonical_mode("all") == "all"
-
-
-def test_paths_sort_in_natural_order() -> None:
-    paths = ["main[0].messages[10].content", "main[0].messages[2].content", "main[10].x", "main[2].x"]
-    assert sorted(paths, key=natural_key) == [
-        "main[0].messages[2].content",
-        "main[0].messages[10].content",
-        "main[2].x",
-        "main[10].x",
-    ]
 
 
 def test_multiline_strings_diff_by_line() -> None:
