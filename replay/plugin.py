@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 _TALLY = pytest.StashKey[Tally]()
 _ACTIVE = pytest.StashKey["TestCassette"]()
 _HEADLINE = pytest.StashKey[str]()
+_OWN_COLOUR = tuple(pytest.version_tuple[:2]) >= (8, 4)
+"""Before 8.4 pytest highlights a ``pytrace=False`` failure message as Python code itself (and garbles ours)."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -164,7 +166,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
             status, failure = test.finish(
                 error is None,
                 verbosity=item.config.get_verbosity(),
-                paint=lambda text, colour: writer.markup(text, **{colour: True}),
+                paint=(lambda text, colour: writer.markup(text, **{colour: True})) if _OWN_COLOUR else (lambda text, colour: text),
             )
             tally.statuses[status] += 1
             if test.real_models:

@@ -7,6 +7,7 @@ them reads its knobs from environment variables so its source never changes betw
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pydantic_ai  # noqa: F401  imported here so in-process runs don't re-import it each time
@@ -353,7 +354,9 @@ def test_records_past_allow_model_requests_and_collects_in_ci_without_a_key(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from fake_openai import FakeOpenAI, Reply
+    from pydantic_ai import models
 
+    monkeypatch.setattr(models, "ALLOW_MODEL_REQUESTS", models.ALLOW_MODEL_REQUESTS)  # the conftest sets it in this process
     pytester.makeconftest(PROVIDER_CONFTEST)
     pytester.makepyfile(test_provider=PROVIDER_TEST)
     with FakeOpenAI([Reply.text("hello there")]) as server:
@@ -506,6 +509,7 @@ def test_failure_reads_like_pytest(pytester: pytest.Pytester, monkeypatch: pytes
     text = output(full)
     assert "Full output truncated" not in text
     assert "\x1b[" in text  # colour, since the terminal (here: --color=yes) has it
-    last = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("main[11].messages[")]
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    last = [ln.strip() for ln in plain.splitlines() if ln.strip().startswith("main[11].messages[")]
     indexes = [int(ln.split("messages[")[1].split("]")[0]) for ln in last]
     assert indexes == sorted(indexes) and 10 in indexes and 2 in indexes  # natural order: 2 before 10
