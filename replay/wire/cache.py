@@ -95,6 +95,8 @@ class RequestCost:
     """``cache_control`` markers in the request body as sent (Anthropic)."""
     compacted: bool = False
     """A compaction ran since the role's previous request: a shorter prefix is expected."""
+    diverged_at: int = 0
+    """Position of the first message that differs from the role's previous request."""
 
     @property
     def uncached(self) -> int:
@@ -121,6 +123,13 @@ class _Sizes:
         if size is None:
             size = self.memo[index] = _estimate_one(self.cassette.messages[index], self.tokenizer)
         return size
+
+    def part_prefix(self, index: int, parts: int) -> int:
+        """Size of a message's first ``parts`` parts."""
+        message = self.cassette.messages[index]
+        if parts >= len(message.get("parts") or ()):
+            return self(index)
+        return _estimate_one({**message, "parts": message["parts"][:parts]}, self.tokenizer)
 
 
 def _estimate_one(message: dict[str, Any], tokenizer: Tokenizer | None = None) -> int:
@@ -158,22 +167,49 @@ def _compaction_between(c: Cassette, before: Exchange, after: Exchange, user_rol
     return after.kind == "compact_messages"
 
 
+def _part_key(part: Any) -> Any:
+    """A part as the provider sees it: its timestamp is not sent."""
+    return {k: v for k, v in part.items() if k != "timestamp"} if isinstance(part, dict) else part
+
+
+def _leading_parts(a: dict[str, Any], b: dict[str, Any]) -> int:
+    """How many leading parts two messages share (a kept prompt whose trailing reminder was taken out)."""
+    pa, pb = a.get("parts"), b.get("parts")
+    if not isinstance(pa, list) or not isinstance(pb, list) or a.get("kind") != b.get("kind"):
+        return 0
+    n = 0
+    while n < min(len(pa), len(pb)) and _part_key(pa[n]) == _part_key(pb[n]):
+        n += 1
+    return n
+
+
 def request_costs(c: Cassette, tokenizer: Tokenizer | None = None) -> list[RequestCost]:
-    """Every request that sends messages, with its cacheable prefix against the role's previous one."""
+    """Every request that sends messages, with its cacheable prefix against the role's previous one.
+
+    The prefix is what a provider's cache can match token by token: the messages both
+    requests start with, then the leading parts of the first message that differs (a user
+    prompt sent again without the reminder the previous request had appended to it).
+    """
     sizes = _Sizes(c, tokenizer)
     user_roles = c.user_roles()
     out: list[RequestCost] = []
-    for role, xs in c.by_role().items():
+    # The scenario's own agents first: their figures are the ones reports lead with.
+    for role, xs in sorted(c.by_role().items(), key=lambda item: item[0] not in user_roles):
         prev: Exchange | None = None
         sums: list[int] = [0]  # prefix sums of the previous request's message sizes
         for ex in xs:
             if ex.kind not in _SENDS:
                 continue
-            shared = 0
+            shared, partial = 0, 0
             if prev is not None and ex.parameters == prev.parameters:
                 limit = min(len(prev.messages), len(ex.messages))
                 while shared < limit and prev.messages[shared] == ex.messages[shared]:
                     shared += 1
+                if shared < limit:
+                    message = c.messages[ex.messages[shared]]
+                    parts = _leading_parts(c.messages[prev.messages[shared]], message)
+                    if parts:
+                        partial = sizes.part_prefix(ex.messages[shared], parts)
             sums = sums[: shared + 1]
             for i in ex.messages[shared:]:
                 sums.append(sums[-1] + sizes(i))
@@ -183,10 +219,11 @@ def request_costs(c: Cassette, tokenizer: Tokenizer | None = None) -> list[Reque
                     index=ex.index,
                     model=ex.model_name,
                     tokens=sums[-1],
-                    cached=sums[shared],
+                    cached=sums[shared] + partial,
                     output=_output_tokens(c, ex, sizes),
                     breakpoints=_breakpoints(c, ex),
                     compacted=prev is not None and _compaction_between(c, prev, ex, user_roles),
+                    diverged_at=shared,
                 )
             )
             prev = ex
@@ -194,9 +231,12 @@ def request_costs(c: Cassette, tokenizer: Tokenizer | None = None) -> list[Reque
 
 
 def broken_prefixes(c: Cassette, costs: Iterable[RequestCost] | None = None) -> Iterator[tuple[RequestCost, int]]:
-    """Requests that re-send less of the previous request than it held although nothing was compacted.
+    """Requests that re-send less of the previous request than it held, before its last message, with no compaction.
 
-    Only the scenario's own agents carry a conversation from request to request; a
+    What the previous request appended to its own last message and the next request leaves
+    out (a reminder or plan behind a cache point) was never going to be re-sent: the prefix
+    up to it still matches. An edit further back is what turns cached input into full-price
+    input. Only the scenario's own agents carry a conversation from request to request; a
     capability's agent (summarizer, judge) starts afresh on every call.
     """
     by_key = {(x.role, x.index): x for x in c.exchanges}
@@ -210,7 +250,8 @@ def broken_prefixes(c: Cassette, costs: Iterable[RequestCost] | None = None) -> 
         if prev is None or cost.compacted:
             continue
         ex_prev, ex = by_key[(prev.role, prev.index)], by_key[(cost.role, cost.index)]
-        if len(ex.messages) >= len(ex_prev.messages) and cost.cached < prev.tokens:
+        edited_history = cost.diverged_at < len(ex_prev.messages) - 1
+        if len(ex.messages) >= len(ex_prev.messages) and edited_history and cost.cached < prev.tokens:
             yield cost, prev.tokens
 
 

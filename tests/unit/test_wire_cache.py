@@ -29,14 +29,89 @@ def test_a_growing_history_is_cacheable_up_to_the_previous_request() -> None:
     assert not [v for v in run_checks(c) if v.invariant == "cache_prefix_broken"]
 
 
-def test_a_reminder_taken_out_again_breaks_the_prefix_every_turn() -> None:
-    """0.54 inserts the reminder into the latest request and drops it next turn: the prefix never holds."""
+def test_a_reminder_taken_out_of_the_last_message_keeps_the_prefix() -> None:
+    """0.54 appends the reminder to the latest request and leaves it out next turn: only that tail is lost.
+
+    The user prompt it was appended to is sent again unchanged, so a provider's cache still
+    matches everything before the reminder; that is no broken prefix.
+    """
     c = load(REMINDERS_054)
     assert c.header.harness_version == "0.54.0"
-    (v,) = [v for v in run_checks(c) if v.invariant == "cache_prefix_broken"]
-    assert v.role == "main" and v.evidence["requests"] == list(range(1, 21))
-    assert v.evidence["uncached"] == sum(p - x for x, p in zip(v.evidence["cached"], v.evidence["previous"]))
-    assert "20 requests re-sent less of the previous request" in v.message
+    mains = [x for x in request_costs(c) if x.role == "main"]
+    for prev, x in zip(mains, mains[1:]):
+        assert 0 < prev.tokens - x.cached < prev.tokens / 2  # the reminder's few tokens, not the history
+        assert x.diverged_at == len(load(REMINDERS_054).by_role()["main"][prev.index].messages) - 1
+    assert not [v for v in run_checks(c) if v.invariant == "cache_prefix_broken"]
+
+
+HISTORY_EDIT = """
+from dataclasses import replace
+
+from pydantic_ai import Agent
+from pydantic_ai.capabilities import ProcessHistory
+from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import FunctionModel
+
+from replay import Run, scenario
+
+
+def answer(messages, info):
+    last = messages[-1]
+    if any(isinstance(p, ToolReturnPart) for p in last.parts):
+        return ModelResponse(parts=[TextPart("done")])
+    return ModelResponse(parts=[ToolCallPart("fetch", {{}}, tool_call_id=f"c{{len(messages)}}")])
+
+
+def trim_old_tool_output(messages):
+    # A common cost-saving processor: tool returns older than the last turn are cut short. It rewrites history.
+    keep = len(messages) - 4
+
+    def trim(m):
+        if not isinstance(m, ModelRequest):
+            return m
+        parts = [replace(p, content=str(p.content)[:20] + " [trimmed]")
+                 if isinstance(p, ToolReturnPart) and len(str(p.content)) > 40 else p for p in m.parts]
+        return replace(m, parts=parts)
+
+    return [trim(m) for m in messages[:keep]] + messages[keep:]
+
+
+@scenario("edit/history")
+async def history(run: Run) -> int:
+    agent = Agent(FunctionModel(answer), capabilities=[{processors}])
+
+    @agent.tool_plain
+    def fetch() -> str:
+        \"\"\"Fetch the log.\"\"\"
+        return "log line " * 40
+
+    messages = []
+    for turn in range(4):
+        messages = (await agent.run(f"turn {{turn}}", message_history=messages)).all_messages()
+    return len(messages)
+"""
+
+
+@pytest.mark.parametrize(("processors", "broken"), [("ProcessHistory(trim_old_tool_output)", True), ("", False)])
+def test_a_processor_that_rewrites_old_messages_breaks_the_prefix(
+    processors: str, broken: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recorded here on the installed version: trimming old tool output re-sends the history edited."""
+    from replay.recorder import record
+    from replay.scenario import discover
+
+    (tmp_path / "edit.py").write_text(HISTORY_EDIT.format(processors=processors))
+    monkeypatch.chdir(tmp_path)
+    (sc,) = discover([str(tmp_path / "edit.py")])
+    c = record(sc)
+    assert c.outcome.status == "ok", c.outcome
+    found = [v for v in run_checks(c) if v.invariant == "cache_prefix_broken"]
+    if not broken:
+        assert not found
+        return
+    (v,) = found
+    assert v.role == "main" and v.evidence["requests"] and v.evidence["uncached"] > 0
+    assert "re-sent less of the previous request than it held" in v.message
 
 
 def test_a_compaction_between_requests_is_not_a_broken_prefix() -> None:
@@ -49,7 +124,7 @@ def test_a_compaction_between_requests_is_not_a_broken_prefix() -> None:
 def test_diff_names_the_cacheable_prefix_per_request_and_the_tokens() -> None:
     d = diff(load(REMINDERS_062), load(REMINDERS_054), a_label="0.62.0", b_label="0.54.0")
     lines = diff_lines(d)
-    assert "cacheable prefix at main[1]: 89 → 0 tokens" in lines, lines
+    assert "cacheable prefix at main[1]: 89 → 7 tokens" in [c.describe() for c in d.cache]
     a, b = d.tokens  # type: ignore[misc]
     assert a.cached > b.cached and a.input > b.input
     assert any(line.startswith(f"input tokens {a.input:,} → {b.input:,}") for line in lines)
