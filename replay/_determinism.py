@@ -18,6 +18,7 @@ import contextvars
 import hashlib
 import json
 import random
+import re
 import secrets
 import subprocess
 import sys
@@ -34,9 +35,17 @@ from typing import TYPE_CHECKING, Any
 from .errors import ReplayError
 
 if TYPE_CHECKING:
+    from .cassette import Cassette
     from .scenario import Scenario
 
-__all__ = ["DeterminismResult", "check", "deterministic_ids", "first_difference", "normalised_bytes"]
+__all__ = [
+    "DeterminismResult",
+    "check",
+    "describe_difference",
+    "deterministic_ids",
+    "first_difference",
+    "normalised_bytes",
+]
 
 # --------------------------------------------------------------------------- seeded ids
 
@@ -229,6 +238,75 @@ def first_difference(a: Any, b: Any, path: str = "") -> str | None:
     return None if a == b else (path or "<root>")
 
 
+_ALIAS = re.compile(r"<(id|uuid)#\d+>")
+
+
+def _blind(value: Any) -> str:
+    """Canonical JSON with alias ordinals erased: aliases are numbered in order of first
+    appearance across the whole cassette, so two calls that swapped places renumber every
+    id after them, and the first renumbered id is not where the recordings really differ."""
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=repr)
+    return _ALIAS.sub(lambda m: f"<{m.group(1)}>", text)
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=repr)
+    text = text.replace("\n", "\\n")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _at(value: Any, path: str) -> Any:
+    """The value at a :func:`first_difference` path, or a marker when one side lacks it."""
+    for key, index in re.findall(r"\.?([^.\[\]]+)|\[(\d+)\]", path):
+        try:
+            value = value[int(index)] if index else value[key]
+        except (KeyError, IndexError, TypeError):
+            return "<absent>"
+    return value
+
+
+def describe_difference(a: Cassette, b: Cassette) -> str:
+    """Where two recordings of one scenario first part ways, by role and ordinal, and what differs.
+
+    Exchanges are visited in the order the first recording made them; each is compared
+    with alias ordinals erased. Two calls of one role that traded places are named as a
+    swap rather than as two changes.
+    """
+    from .normaliser import normalise
+
+    na, nb = normalise(a), normalise(b)
+    bodies = [
+        {(r.role, r.index): _blind(r.body) for reqs in n.requests.values() for r in reqs} for n in (na, nb)
+    ]
+    order = [(ex.role, ex.index) for ex in sorted(a.exchanges, key=lambda ex: ex.seq)]
+    order += [(ex.role, ex.index) for ex in sorted(b.exchanges, key=lambda ex: ex.seq) if (ex.role, ex.index) not in bodies[0]]
+    for key in order:
+        label = f"{key[0]}[{key[1]}]"
+        if key not in bodies[1] or key not in bodies[0]:
+            return f"{label} is only in recording {1 if key in bodies[0] else 2}"
+        x, y = bodies[0][key], bodies[1][key]
+        if x == y:
+            continue
+        for other, ox in bodies[0].items():
+            if other != key and other[0] == key[0] and bodies[1].get(other) == x and ox == y:
+                return f"{label} and {other[0]}[{other[1]}] swapped places (each sent what the other sent)"
+        va, vb = json.loads(x), json.loads(y)
+        where = first_difference(va, vb) or "<root>"
+        return f"{label} differs at {where}: {_short(_at(va, where))} → {_short(_at(vb, where))}"
+    seq = [[(ex.role, ex.index) for ex in sorted(c.exchanges, key=lambda ex: ex.seq)] for c in (a, b)]
+    for i, (x, y) in enumerate(zip(*seq)):
+        if x != y:
+            return (
+                f"same requests, made in another order: call #{i + 1} was {x[0]}[{x[1]}] in recording 1, "
+                f"{y[0]}[{y[1]}] in recording 2"
+            )
+    for what, va, vb in (("outcome", na.outcome, nb.outcome), ("observations", na.observations, nb.observations)):
+        if _blind(va) != _blind(vb):
+            where = first_difference(json.loads(_blind(va)), json.loads(_blind(vb))) or "<root>"
+            return f"{what} differ at {where}"
+    return "same requests and outcome; only the numbering of generated ids differs"
+
+
 @dataclass(frozen=True)
 class DeterminismResult:
     scenario_id: str
@@ -249,13 +327,14 @@ def _record_in(directory: Path, targets: Sequence[str], cwd: Path) -> subprocess
 
 
 def _compare(scenario_id: str, dirs: Sequence[Path]) -> DeterminismResult:
-    from .cassette import cassette_path
+    from .cassette import cassette_path, load
 
-    blobs = [normalised_bytes(cassette_path(d, scenario_id)) for d in dirs]
+    paths = [cassette_path(d, scenario_id) for d in dirs]
+    blobs = [normalised_bytes(p) for p in paths]
     for k, blob in enumerate(blobs[1:], start=2):
         if blob != blobs[0]:
-            where = first_difference(json.loads(blobs[0]), json.loads(blob)) or "<bytes>"
-            return DeterminismResult(scenario_id, len(dirs), False, f"recording 1 and {k} first differ at {where}")
+            where = describe_difference(load(paths[0]), load(paths[k - 1])).replace("recording 2", f"recording {k}")
+            return DeterminismResult(scenario_id, len(dirs), False, f"recording 1 and {k}: {where}")
     return DeterminismResult(scenario_id, len(dirs), True)
 
 

@@ -125,7 +125,7 @@ def test_check_determinism_cli(project: Path) -> None:
     lines = proc.stdout.splitlines()
     assert "identical ids/uuid_prompt (2 recordings)" in lines
     [different] = [line for line in lines if line.startswith("DIFFERENT ids/random_prompt")]
-    assert "first differ at " in different and "content" in different, different
+    assert "recording 1 and 2: main[0] differs at messages[0].parts[0].content: " in different, different
     assert not (project / "cassettes").exists()  # never writes into the real cassette dir
 
 
@@ -146,3 +146,53 @@ def test_all_bundled_scenarios_are_deterministic_over_three_recordings() -> None
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
     assert sum(ln.startswith("identical ") for ln in lines) >= 24, proc.stdout
+
+
+def _swap(c: Any, role: str, i: int, j: int) -> Any:
+    """A copy of ``c`` whose role's calls ``i`` and ``j`` sent (and got) what the other did."""
+    d = c.model_copy(deep=True)
+    x = next(ex for ex in d.exchanges if ex.role == role and ex.index == i)
+    y = next(ex for ex in d.exchanges if ex.role == role and ex.index == j)
+    for attr in ("messages", "response", "estimate", "parameters", "settings"):
+        a, b = getattr(x, attr), getattr(y, attr)
+        setattr(x, attr, b)
+        setattr(y, attr, a)
+    return d
+
+
+def test_report_names_a_swap_not_the_first_renumbered_alias() -> None:
+    """#11 item 12: with generated tool-call ids, a swap renumbers every alias after it; the
+    report must name main[2]/main[3], not the first tool_call_id whose ordinal moved."""
+    from conftest import ROOT
+
+    from replay._determinism import describe_difference
+    from replay.cassette import load
+
+    c = load(ROOT / "cassettes" / "coverage" / "trajectory_judge.cassette")
+    for m in c.messages:  # give every tool call a generated id, as real runs have
+        for p in m.get("parts", []):
+            if p.get("tool_call_id"):
+                p["tool_call_id"] = "pyd_ai_" + p["tool_call_id"].replace("-", "") + "0" * 24
+    assert describe_difference(c, c) == "same requests and outcome; only the numbering of generated ids differs"
+    swapped = _swap(c, "main", 2, 3)
+    assert describe_difference(c, swapped) == "main[2] and main[3] swapped places (each sent what the other sent)"
+
+
+def test_report_says_what_differs_in_the_first_differing_call() -> None:
+    from conftest import ROOT
+
+    from replay._determinism import describe_difference
+    from replay.cassette import load
+
+    c = load(ROOT / "cassettes" / "coverage" / "trajectory_judge.cassette")
+    other = c.model_copy(deep=True)
+    ex = next(e for e in other.exchanges if e.role == "trajectory_judge")
+    first = other.messages[ex.messages[0]]
+    other.messages.append({**first, "parts": [{**first["parts"][0], "content": "something else"}, *first["parts"][1:]]})
+    ex.messages = [len(other.messages) - 1, *ex.messages[1:]]
+    said = describe_difference(c, other)
+    assert said.startswith("trajectory_judge[0] differs at messages[0].parts[0].content: "), said
+    assert said.endswith("→ something else"), said
+    fewer = c.model_copy(deep=True)
+    fewer.exchanges = [e for e in fewer.exchanges if not (e.role == "main" and e.index == 6)]
+    assert describe_difference(c, fewer) == "main[6] is only in recording 1"
