@@ -198,6 +198,9 @@ def cell_from_run(sc: dict[str, Any]) -> Cell:
             "requests": requests,
             "outcome": sc.get("outcome"),
             "observations": [c["path"] for c in sc.get("observations", [])],
+            "observation_changes": [
+                {"path": c["path"], "old": c.get("old"), "new": c.get("new")} for c in sc.get("observations", [])[:3]
+            ],
             "notes": sc.get("notes", []),
         }
     )
@@ -529,9 +532,13 @@ def cell_lines(cell: Cell) -> list[str]:
             text = ", ".join(lost[:4]) + (f" +{len(lost) - 4}" if len(lost) > 4 else "")
             lines.append(f"lost {text}")
         if cell.get("outcome"):
-            lines.append("outcome changed")
-        if cell.get("observations"):
-            lines.append(f"{len(cell['observations'])} observations changed")
+            lines.append(f"outcome {_outcome_word(cell['outcome'][0])} → {_outcome_word(cell['outcome'][1])}")
+        for c in cell.get("observation_changes", [])[:2]:
+            name = c["path"].removeprefix("observations.").removeprefix("observations")
+            lines.append(f"observation {name} {_short_value(c.get('old'))}→{_short_value(c.get('new'))}")
+        extra = len(cell.get("observations", [])) - min(2, len(cell.get("observation_changes", [])))
+        if extra > 0:
+            lines.append(f"{extra} {'more ' if cell.get('observation_changes') else ''}observations changed")
         if cell.get("notes"):
             lines.append(f"divergence: {cell['notes'][0]}")
         wire = cell.get("wire") or []
@@ -555,6 +562,21 @@ def cell_lines(cell: Cell) -> list[str]:
             where = v.get("role", "") if v.get("index") is None else f"{v.get('role')}[{v.get('index')}]"
             lines.append(f"{word}: {v.get('invariant', '?')} {where}".rstrip())
     return lines
+
+
+def _outcome_word(outcome: Any) -> str:
+    """``ok``, or the error's class name: what a reader needs from an outcome in a table cell."""
+    if not isinstance(outcome, dict):
+        return "-"
+    error = outcome.get("error")
+    if outcome.get("status") != "ok" and isinstance(error, dict):
+        return str(error.get("type") or "error").rsplit(".", 1)[-1]
+    return str(outcome.get("status") or "-")
+
+
+def _short_value(value: Any, limit: int = 24) -> str:
+    text = "null" if value is None else value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _label_of(result: Result) -> dict[str, str]:

@@ -384,3 +384,26 @@ def test_prune_never_removes_an_env_another_run_holds(tmp_path: Path, monkeypatc
         assert again.status == "reused" and again.path == mine.path
     _envs.ensure_env(spec, tmp_path, inst, "tool-c")  # nobody holds tool-a's env any more
     assert not Path(mine.path).exists() and not Path(other.path).exists()
+
+
+def test_changed_cell_names_observations_and_the_outcome_error() -> None:
+    """seed002/whitespace on 0.54.0: the telling facts, not 'outcome changed / 5 observations changed'."""
+    run = {
+        "status": "changed",
+        "requests": [],
+        "main_requests": [],
+        "outcome": [
+            {"status": "error", "error": {"type": "pydantic_ai.exceptions.UnexpectedModelBehavior", "message": "x"}},
+            {"status": "ok", "output": "done"},
+        ],
+        "observations": [
+            {"path": "observations.note_alpha_in_history", "kind": "changed", "old": True, "new": False},
+            {"path": "observations.turns", "kind": "changed", "old": 3, "new": 4},
+            {"path": "observations.a", "kind": "changed", "old": 1, "new": 2},
+            {"path": "observations.b", "kind": "changed", "old": 1, "new": 2},
+        ],
+    }
+    lines = mx.cell_lines(mx.cell_from_run(run))
+    assert "outcome UnexpectedModelBehavior → ok" in lines
+    assert "observation note_alpha_in_history true→false" in lines and "observation turns 3→4" in lines
+    assert "2 more observations changed" in lines
