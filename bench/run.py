@@ -434,6 +434,72 @@ def bench_matrix(quick: bool) -> None:
         shutil.rmtree(out, ignore_errors=True)
 
 
+def bench_matrix_command(quick: bool) -> None:
+    """6c (trust-matrix): the whole ``replay matrix`` command, warm envs vs a fresh env cache.
+
+    Cold: a new ``--env-dir`` each round (uv's own wheel cache stays warm, so "cold" is an
+    install from cached wheels, not the network). Warm: one cache reused. Rounds are
+    interleaved. What the warm run spends its time on comes from timers of its own: the
+    matrix JSON's run_matrix wall time, each version's env check and replay process, and
+    ``import pydantic_ai`` timed alone in an env (what every replay process pays first).
+    """
+    from replay import _envs
+
+    if _envs.find_installer().name != "uv":
+        line("6c matrix command warm/cold", "-", "-", None, "<=0.5", None, note="pending: uv not found")
+        return
+    versions = ["0.62.0", "0.54.0"]
+    scenarios = ["seed000/short", "seed001/keep_user_messages_true", "coverage/tool_call"]
+    warm_dir = Path(tempfile.mkdtemp(prefix="replay-bench-warm-"))
+    scratch = Path(tempfile.mkdtemp(prefix="replay-bench-cmd-"))
+    docs: list[dict[str, Any]] = []
+
+    def command(env_dir: Path) -> None:
+        cmd = [sys.executable, "-m", "replay", "matrix", *[a for v in versions for a in ("--harness", v)], *scenarios,
+               "--format", "json", "--jobs", "2", "--out", str(scratch / "out")]
+        env = dict(os.environ, REPLAY_ENV_DIR=str(env_dir), CI="1")
+        env.pop("GITHUB_STEP_SUMMARY", None)
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+        doc = json.loads(proc.stdout)
+        if doc["summary"]["error"]:
+            raise RuntimeError(f"matrix cells errored: {proc.stdout[:400]}")
+        docs.append(doc)
+
+    def cold() -> None:
+        fresh = Path(tempfile.mkdtemp(prefix="replay-bench-cold-", dir=scratch))
+        try:
+            command(fresh)
+        finally:
+            shutil.rmtree(fresh, ignore_errors=True)
+
+    try:
+        command(warm_dir)  # builds the warm cache (not a sample)
+        docs.clear()
+        samples = interleave({"cold": cold, "warm": lambda: command(warm_dir)}, 2 if quick else 3, clock=time.perf_counter)
+        ratio_line("6c matrix command warm/cold", samples, "cold", "warm", 0.5, sec)
+        warm_docs = [d for d in docs if all(v["status"] == "reused" for v in d["versions"])]
+        run_s = statistics.median(d["seconds"] for d in warm_docs)
+        checks = statistics.median(sum(v["setup_seconds"] for v in d["versions"]) for d in warm_docs)
+        replays = {v["spec"]: statistics.median(
+            next(x["replay_seconds"] for x in d["versions"] if x["spec"] == v["spec"]) for d in warm_docs)
+            for v in warm_docs[0]["versions"]}
+        py = _envs.env_python(Path(warm_docs[0]["versions"][0]["path"]))
+        imports = statistics.median(
+            interleave({"i": lambda: subprocess.run([str(py), "-c", "import pydantic_ai, pydantic_ai_harness"], check=True)},
+                       3, clock=time.perf_counter)["i"])
+        cold_builds = [v["setup_seconds"] for d in docs for v in d["versions"] if v["status"] == "created"]
+        detail(f"{len(scenarios)} scenarios x {len(versions)} versions, -j2, whole process. Warm run: "
+               f"{sec(statistics.median(samples['warm']))} of which run_matrix {sec(run_s)} "
+               f"(env checks {checks * 1000:.0f} ms in all; replay processes, in parallel: "
+               + ", ".join(f"{k} {sec(v)}" for k, v in replays.items())
+               + f"); a replay process's `import pydantic_ai, pydantic_ai_harness` alone takes {sec(imports)}; "
+               f"the rest of the wall time is the parent's start-up and planning. Cold adds the env builds "
+               f"(median {sec(statistics.median(cold_builds))} each, uv venv + install of the tool and the harness).")
+    finally:
+        shutil.rmtree(warm_dir, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 # --------------------------------------------------------------------------- 7: start-up (imports)
 
 
@@ -580,6 +646,8 @@ def main() -> int:
         bench_diff(args.quick)
     if want("6"):
         bench_matrix(args.quick)
+    if want("6") or want("6c"):
+        bench_matrix_command(args.quick)
     if want("7"):
         bench_imports(args.quick)
     if want("8"):

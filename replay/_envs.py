@@ -31,7 +31,7 @@ from .errors import ReplayUsageError
 HARNESS = "pydantic-ai-harness"
 SLIM = "pydantic-ai-slim"
 STAMP = ".replay-env.json"
-LAYOUT = 1
+LAYOUT = 2
 """Bumped when the env layout or stamp format changes, so old caches are not trusted."""
 
 SpecKind = Literal["release", "wheel", "source"]
@@ -357,7 +357,10 @@ def _build(info: EnvInfo, spec: VersionSpec, installer: Installer, root: Path, e
     if installer.name == "uv":
         base = info.interpreter or sys.executable
         _check(_run([*installer.uv, "venv", "-q", "--python", base, str(path)]), "uv venv")
-        _check(_run([*installer.uv, "pip", "install", "-q", "--python", str(py), *reqs]), "install")
+        # --compile-bytecode: uv leaves .pyc out by default, and with PYTHONDONTWRITEBYTECODE (common
+        # in CI images) every replay process would then compile ~600 modules again (≈3 s CPU each);
+        # compiled once here, a warm run only reads them. pip compiles on its own.
+        _check(_run([*installer.uv, "pip", "install", "-q", "--compile-bytecode", "--python", str(py), *reqs]), "install")
         freeze = _run([*installer.uv, "pip", "freeze", "--python", str(py)])
     else:
         _check(_run([info.interpreter or sys.executable, "-m", "venv", str(path)]), "venv")
