@@ -225,6 +225,7 @@ def run(
     if not targets:
         _warn_orphans(cassettes or config.cassettes, {sc.id for sc in scenarios} | {i for f in failures for i in f.ids})
     if accept or accept_violations:
+        _pipeline.clean_results(cassettes or config.cassettes)  # an accept killed earlier left its temps there
         outcomes = _pipeline.accept(
             reports, {sc.id: sc for sc in scenarios}, violations=accept_violations, limits=limits(config)
         )
@@ -438,10 +439,10 @@ def matrix(
     result = mx.run_matrix(ids, versions, opts=opts, jobs=jobs, shard=shard_k_n, env_dir=env_dir)
     mx.emit(result, fmt.value)
     if html is not None:
+        from .cassette import write_atomic
         from .html import fill_from_results, render_html
 
-        html.parent.mkdir(parents=True, exist_ok=True)
-        html.write_text(render_html(fill_from_results(result)), encoding="utf-8")
+        write_atomic(html, render_html(fill_from_results(result)).encode("utf-8"))  # never a torn page
     raise typer.Exit(mx.exit_code(result))
 
 
@@ -502,8 +503,9 @@ def html(
     if not isinstance(doc, dict):
         raise ReplayUsageError(f"{results[0]}: not a results object")
     page = render_html(fill_from_results(doc), title=title)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(page, encoding="utf-8")
+    from .cassette import write_atomic
+
+    write_atomic(out, page.encode("utf-8"))
     n = len(doc.get("scenarios") or {})
     typer.echo(f"wrote {out} ({n} scenarios)")
 

@@ -144,3 +144,38 @@ def test_provider_replay_that_diverged_is_refused(provider_project: Path, cli: C
     r = cli("run", "--accept", "--on-exhausted", "repeat")
     assert r.code == 1 and "not accepted prov/chat: the replay diverged" in r.err and "re-record it" in r.err
     assert target.read_bytes() == before
+
+
+def test_kill_9_during_accept_leaves_no_torn_or_temp_files(
+    cli: Callable[..., Any], write_scenario: Callable[..., Path], project: Path
+) -> None:
+    """Issue 13: SIGKILL at several points of `run --accept`; every cassette loads, the next run leaves no temps."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from replay.cassette import iter_cassettes
+
+    for name in ("a.py", "b.py", "c.py"):
+        path = write_scenario(name=name)
+        path.write_text(path.read_text().replace("simple/compact", f"simple/{name[0]}"))
+    assert cli("record").code == 0
+    for name in ("a.py", "b.py", "c.py"):
+        path = project / "scenarios" / name
+        path.write_text(path.read_text().replace("KEEP = 2", "KEEP = 3"))
+    args = [sys.executable, "-m", "replay", "run", "--accept-violations"]
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
+    for delay in (1.0, 2.0, 3.0):
+        proc = subprocess.Popen(args, cwd=project, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+        time.sleep(delay)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        for path in iter_cassettes(project):
+            load(path)  # never torn
+    done = subprocess.run(args, cwd=project, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    assert [p for p in project.rglob("*.tmp")] == []
+    assert len(list(iter_cassettes(project / "cassettes"))) == 3
