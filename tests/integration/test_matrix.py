@@ -304,3 +304,24 @@ def test_kill_9_during_matrix_leaves_no_torn_or_temp_files(cold: dict[str, Any],
     assert _json(done)["summary"]["error"] == 0
     assert [p.name for p in out.rglob("*.tmp")] == []
     assert len(list(iter_cassettes(out))) == len(_json(done)["scenarios"])
+
+
+@pytest.mark.slow
+def test_python_is_an_axis(env_dir: Path, tmp_path: Path) -> None:
+    """`--python 3.12`: the cell is (python, harness), replayed on 3.12, and warns that the recording was 3.11."""
+    from replay import _envs
+
+    try:
+        _envs.find_python("3.12", _envs.find_installer())
+    except Exception as exc:  # noqa: BLE001 - any failure to find one is a reason to skip
+        pytest.skip(f"no Python 3.12 interpreter here: {exc}")
+    proc = _matrix(env_dir, "matrix", "--harness", "0.62.0", "--python", "3.12", "seed000/short",
+                   "--format", "json", "--out", str(tmp_path))
+    doc = _json(proc)
+    assert doc["grid"]["versions"] == ["0.62.0@py3.12"]
+    [row] = doc["versions"]
+    assert row["python"].startswith("3.12.") and row["label"] == "0.62.0-py3.12"
+    cell = doc["scenarios"]["seed000/short"]["0.62.0@py3.12"]
+    assert cell["status"] == "same", cell
+    assert any("replayed on Python 3.12" in w for w in cell.get("warnings", [])), cell
+    assert (tmp_path / "0.62.0-py3.12" / "seed000" / "short.cassette").is_file()
