@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
@@ -21,6 +22,7 @@ from typing import Any, Literal
 import msgpack
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from . import _schema
 from .errors import CassetteError
 
 MAGIC = b"\xc1replay\n"  # 0xc1 is never valid msgpack, so no stray file matches by accident
@@ -36,7 +38,9 @@ def is_harness_module(module: str) -> bool:
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=False)
+    # Unknown fields are kept (a newer tool version may add optional ones); the loader has
+    # already checked that they are JSON-shaped (replay._schema).
+    model_config = ConfigDict(extra="allow", strict=True, frozen=False)
 
 
 class ErrorInfo(_Model):
@@ -263,6 +267,11 @@ class Limits:
     max_references: int = 5_000_000
     """Message references after expanding all ``[start, count]`` runs: a run is two integers
     on disk, so without this a 1 MB file can declare billions of references (quadratic blow-up)."""
+    max_expanded: int = 256 * 1024 * 1024
+    """Characters of message text (plus one per value) once every request's references are
+    expanded: show, diff and check walk each request's messages, so this bounds their work
+    the way ``max_references`` bounds the count. A 200-turn recording with 5 KB messages
+    expands to ~100 M; the bundled ones stay under 1 M."""
 
 
 DEFAULT_LIMITS = Limits()
@@ -419,39 +428,6 @@ def _refuse_ext(code: int, data: bytes) -> Any:
     raise ValueError(f"msgpack extension type {code} is not allowed in a cassette")
 
 
-def _check_depth(value: Any, max_depth: int) -> None:
-    """Bound nesting, and refuse msgpack timestamps: ext type -1 is decoded without ``ext_hook``."""
-    # Level by level, touching each value once: this runs over every loaded value, so it
-    # must not cost more than unpacking did (a stack of (node, depth) tuples cost 2x that).
-    # Depth counts as before: every dict value is one level down, so is every nested list.
-    if isinstance(value, msgpack.Timestamp):
-        raise ValueError("msgpack extension type -1 (timestamp) is not allowed in a cassette")
-    level = [value] if isinstance(value, (dict, list)) else []
-    depth = 0
-    if max_depth < 0:
-        raise ValueError(f"nesting deeper than {max_depth}")
-    while level:
-        nxt: list[Any] = []
-        for node in level:
-            if isinstance(node, dict):
-                if node and depth + 1 > max_depth:
-                    raise ValueError(f"nesting deeper than {max_depth}")
-                items: Any = node.values()
-            else:
-                items = node
-            for v in items:
-                if isinstance(v, (dict, list)):
-                    nxt.append(v)
-                elif isinstance(v, msgpack.Timestamp):
-                    if depth + 1 > max_depth:
-                        raise ValueError(f"nesting deeper than {max_depth}")
-                    raise ValueError("msgpack extension type -1 (timestamp) is not allowed in a cassette")
-        depth += 1
-        if nxt and depth > max_depth:
-            raise ValueError(f"nesting deeper than {max_depth}")
-        level = nxt
-
-
 def loads(data: bytes, source: object = "<bytes>", limits: Limits = DEFAULT_LIMITS) -> Cassette:
     """Parse cassette bytes; every problem becomes one :class:`CassetteError`."""
     if not data:
@@ -495,22 +471,13 @@ def loads(data: bytes, source: object = "<bytes>", limits: Limits = DEFAULT_LIMI
     if version < 1:
         raise CassetteError(source, f"unknown cassette format {version}")
     try:
-        for key in ("messages", "blobs"):
-            for item in raw.get(key, ()) or ():
-                _check_depth(item, limits.max_depth)
-        # Every other value (outputs, prompts, observations) sits at most 3 levels below its
-        # top-level field; the message and blob tables, the bulk of a file, were walked above.
-        for key, value in raw.items():
-            if key not in ("messages", "blobs"):
-                _check_depth(value, limits.max_depth + 3)
+        _schema.validate(raw, limits)
         table = len(raw.get("messages") or ())
         budget = limits.max_references
         for ex in raw.get("exchanges") or ():
             if isinstance(ex, dict):
                 ex["messages"] = _unruns(ex.get("messages", []), table, budget)
                 budget -= len(ex["messages"])
-                _check_depth(ex.get("events"), limits.max_depth)
-                _check_refs(ex, table, len(raw.get("blobs") or ()), len(raw.get("runs") or ()))
         for run in raw.get("runs") or ():
             if isinstance(run, dict):
                 for key in ("history", "result"):
@@ -523,6 +490,8 @@ def loads(data: bytes, source: object = "<bytes>", limits: Limits = DEFAULT_LIMI
                     budget -= len(history[key])
         _unshare_run_texts(raw)
         return Cassette.model_validate(raw)
+    except _schema.SchemaError as exc:
+        raise CassetteError(source, f"invalid cassette: {exc}") from None
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
@@ -531,37 +500,60 @@ def loads(data: bytes, source: object = "<bytes>", limits: Limits = DEFAULT_LIMI
         raise CassetteError(source, f"invalid cassette: {exc}") from None
 
 
-def _check_refs(ex: dict[str, Any], messages: int, blobs: int, runs: int) -> None:
-    for key, size in (("response", messages), ("settings", blobs), ("parameters", blobs), ("run", runs)):
-        ref = ex.get(key)
-        if ref is not None and (type(ref) is not int or not 0 <= ref < size):
-            raise ValueError(f"exchange {key} reference {ref!r} outside its table")
-    for record in ex.get("wire") or ():
-        if not isinstance(record, dict):
-            continue  # the schema refuses it with its path
-        refs = [record.get("body")]
-        lists = record.get("body_lists")
-        if isinstance(lists, dict):
-            refs += [r for ids in lists.values() if isinstance(ids, list) for r in ids]
-        for ref in refs:
-            if ref is not None and (type(ref) is not int or not 0 <= ref < blobs):
-                raise ValueError(f"wire body reference {ref!r} outside the blob table")
+def read_bounded(path: Path, limit: int) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes, or one :class:`CassetteError`.
+
+    A committed symlink to ``/dev/zero`` would be read forever and a FIFO would block, so
+    the file is checked before opening (a device open can have side effects), opened
+    non-blocking, checked again on the descriptor (it may have been swapped in between)
+    and read with a bound (it may grow while read).
+    """
+    try:
+        st = os.stat(path)
+        if stat.S_ISDIR(st.st_mode):
+            raise CassetteError(path, "is a directory, not a cassette")
+        if not stat.S_ISREG(st.st_mode):
+            raise CassetteError(path, f"is {_file_kind(st.st_mode)}, not a regular file: refused")
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise CassetteError(path, "no such cassette") from None
+    except OSError as exc:
+        raise CassetteError(path, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise CassetteError(path, f"is {_file_kind(st.st_mode)}, not a regular file: refused")
+        if st.st_size > limit:
+            raise CassetteError(path, f"file is {st.st_size} bytes, over the {limit}-byte limit")
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise CassetteError(path, f"file is over the {limit}-byte limit (it grew while read)")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise CassetteError(path, f"cannot read: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
+def _file_kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):  # fmt: skip
+        if test(mode):
+            return name
+    return "not a regular file"
 
 
 def load(path: str | os.PathLike[str], limits: Limits = DEFAULT_LIMITS) -> Cassette:
     p = Path(path)
-    try:
-        size = p.stat().st_size
-        if size > limits.max_bytes:
-            raise CassetteError(p, f"file is {size} bytes, over the {limits.max_bytes}-byte limit")
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise CassetteError(p, "no such cassette") from None
-    except IsADirectoryError:
-        raise CassetteError(p, "is a directory, not a cassette") from None
-    except OSError as exc:
-        raise CassetteError(p, f"cannot read: {exc.strerror or exc}") from None
-    return loads(data, p, limits)
+    return loads(read_bounded(p, limits.max_bytes), p, limits)
 
 
 def save(cassette: Cassette, path: str | os.PathLike[str]) -> Path:

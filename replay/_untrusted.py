@@ -1,0 +1,177 @@
+"""Text and names that come from a cassette, made safe for where they go.
+
+Cassettes arrive in pull requests and are printed by ``git diff`` (textconv), CI logs,
+JUnit dashboards, step summaries and HTML pages. Any string in them may carry terminal
+escape sequences (ESC, C1 CSI, OSC), carriage returns or newlines that forge output lines,
+bidi overrides that reorder what a reviewer reads, or ``../`` that points a write elsewhere.
+Every front goes through these helpers, so a new output path cannot forget one of them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from .errors import ReplayUsageError
+
+# Unicode categories Cc (controls; C0 added below), Cf (format: bidi overrides, zero-width, BOM), Zl, Zp and Cs
+# (lone surrogates), as ranges: building the class from unicodedata at import would cost
+# ~150 ms per command. tests/unit/test_untrusted.py checks it against unicodedata.
+_CONTROL_RANGES = (
+    "\x7f-\x9f\xad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f"
+    "\u2028-\u202e\u2060-\u2064\u2066-\u206f\ud800-\udfff\ufeff\ufff9-\ufffb"
+    "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0001\U000e0020-\U000e007f"
+)
+_UNSAFE_LINE = re.compile(f"[\x00-\x1f{_CONTROL_RANGES}]")
+_UNSAFE_BLOCK = re.compile(f"[\x00-\x08\x0b-\x1f{_CONTROL_RANGES}]")
+"""As above but keeping tab and newline: for text that is several lines by design."""
+_UNSAFE_IN_JSON = re.compile(f"[{_CONTROL_RANGES}]")
+"""What ``json.dumps(ensure_ascii=False)`` leaves raw: it escapes C0 in strings itself, and a
+raw newline or space in its output is indentation, outside any string."""
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _visible_char(match: re.Match[str]) -> str:
+    ch = match.group()
+    named = _NAMED.get(ch)
+    if named is not None:
+        return named
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def visible(text: str, *, multiline: bool = False) -> str:
+    """``text`` with every control, format and line-separator character shown as an escape.
+
+    The one escaping step for terminal text: ``\\x1b`` cannot start a sequence, ``\\r`` cannot
+    overwrite a line and, unless ``multiline``, ``\\n`` cannot start a forged one.
+    """
+    pattern = _UNSAFE_BLOCK if multiline else _UNSAFE_LINE
+    if pattern.search(text) is None:
+        return text
+    return pattern.sub(_visible_char, text)
+
+
+def _json_char(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # a JSON string spells astral characters as a surrogate pair
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def dumps_json(value: Any, **kwargs: Any) -> str:
+    """``json.dumps`` that keeps non-ASCII text readable but escapes what a terminal would act on.
+
+    ``ensure_ascii=False`` leaves C1 controls, bidi overrides and U+2028 raw; they only occur
+    inside string literals, where ``\\uXXXX`` means the same value, so the data is unchanged.
+    """
+    kwargs.setdefault("ensure_ascii", False)
+    kwargs.setdefault("default", str)
+    text = json.dumps(value, **kwargs)
+    return _UNSAFE_IN_JSON.sub(_json_char, text) if _UNSAFE_IN_JSON.search(text) else text
+
+
+def json_chunks(value: Any, **kwargs: Any) -> Iterator[str]:
+    """:func:`dumps_json` in pieces, so a caller with an output budget can stop early."""
+    kwargs.setdefault("ensure_ascii", False)
+    kwargs.setdefault("default", str)
+    for chunk in json.JSONEncoder(**kwargs).iterencode(value):
+        yield _UNSAFE_IN_JSON.sub(_json_char, chunk) if _UNSAFE_IN_JSON.search(chunk) else chunk
+
+
+def md_code(text: str) -> str:
+    """A Markdown code span showing ``text`` literally, safe inside a table cell."""
+    text = visible(text).replace("|", "\\|")
+    run = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * (run + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def md_fence(lines: list[str]) -> list[str]:
+    """A fenced code block around ``lines`` (already :func:`visible`), longer than any fence inside."""
+    run = max((len(m) for line in lines for m in re.findall(r"`{3,}|~{3,}", line)), default=0)
+    fence = "`" * max(3, run + 1)
+    return [fence, *lines, fence]
+
+
+_XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_text(text: str) -> str:
+    """Text for an XML document: controls visible (XML 1.0 cannot hold most of them at all)."""
+    out = visible(text, multiline=True)
+    return _XML_ILLEGAL.sub(_visible_char, out) if _XML_ILLEGAL.search(out) else out
+
+
+# --------------------------------------------------------------------------- scenario ids and paths
+
+MAX_ID = 512
+MAX_SEGMENT = 200
+_DRIVE = re.compile(r"[A-Za-z]:")
+_RESERVED = frozenset(
+    ["con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))]
+)
+
+
+def id_problem(scenario_id: object) -> str | None:
+    """Why ``scenario_id`` cannot name a cassette file, or ``None`` when it can.
+
+    An id becomes ``<cassettes>/<id>.cassette``: it must be a plain relative path of safe
+    segments, so no id written in a scenario or read from a cassette header points a write
+    outside its folder (``..``, absolute, drive letters) or breaks on another platform.
+    """
+    if not isinstance(scenario_id, str):
+        return f"scenario id must be text, not {type(scenario_id).__name__}"
+    if not scenario_id:
+        return "scenario id is empty"
+    if len(scenario_id) > MAX_ID:
+        return f"scenario id is {len(scenario_id)} characters long (at most {MAX_ID})"
+    if _UNSAFE_LINE.search(scenario_id):
+        return f"scenario id {visible(scenario_id)!r} contains control characters"
+    if "\\" in scenario_id:
+        return f"scenario id {scenario_id!r} contains a backslash"
+    if scenario_id.startswith("/") or _DRIVE.match(scenario_id):
+        return f"scenario id {scenario_id!r} is an absolute path"
+    for segment in scenario_id.split("/"):
+        if not segment:
+            return f"scenario id {scenario_id!r} has an empty path segment"
+        if segment in (".", ".."):
+            return f"scenario id {scenario_id!r} has a {segment!r} segment"
+        if segment.startswith("-"):
+            return f"scenario id {scenario_id!r} has a segment starting with '-' (read as an option)"
+        if len(segment) > MAX_SEGMENT:
+            return f"scenario id {scenario_id[:40]!r}… has a segment over {MAX_SEGMENT} characters"
+        if segment.split(".")[0].strip().lower() in _RESERVED:
+            return f"scenario id {scenario_id!r} has a segment {segment!r} reserved on Windows"
+        if segment[-1] in ". ":
+            return f"scenario id {scenario_id!r} has a segment ending in {segment[-1]!r} (Windows drops it)"
+    return None
+
+
+def check_id(scenario_id: str) -> str:
+    """``scenario_id`` if it is safe (see :func:`id_problem`), else a usage error naming it."""
+    problem = id_problem(scenario_id)
+    if problem is not None:
+        raise ReplayUsageError(problem)
+    return scenario_id
+
+
+def confined(directory: Path, relative: str) -> Path:
+    """``directory / relative``, refused unless it resolves inside ``directory``.
+
+    Checked on the resolved path, so a symlinked sub-folder pointing elsewhere is caught too.
+    """
+    if PurePosixPath(relative).is_absolute() or "\x00" in relative:
+        raise ReplayUsageError(f"{visible(relative)!r}: not a relative path inside {directory}")
+    target = directory / relative
+    base = directory.resolve()
+    resolved = target.resolve()
+    if resolved != base and not resolved.is_relative_to(base):
+        raise ReplayUsageError(f"{visible(str(target))}: resolves to {visible(str(resolved))}, outside {directory}")
+    return target

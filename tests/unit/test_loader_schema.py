@@ -1,0 +1,132 @@
+"""The load-time schema: a cassette that loads has the shapes every later stage relies on.
+
+Regressions of issue 13: the loader used to accept message and part dicts of any shape,
+binary map keys and binary values, and 865 tracebacks followed in show, diff and run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import hostile as h
+import msgpack
+import pytest
+
+from replay.cassette import MAGIC, Limits, loads
+from replay.errors import CassetteError
+
+TOOL_CALL = (h.ROOT / "cassettes" / "coverage" / "tool_call.cassette").read_bytes()
+STREAM = (h.ROOT / "cassettes" / "coverage" / "stream.cassette").read_bytes()
+
+
+def refused(wire: dict[str, Any], match: str) -> None:
+    with pytest.raises(CassetteError, match=match):
+        loads(h.pack(wire), "x.cassette")
+
+
+def base() -> dict[str, Any]:
+    return h.wire(TOOL_CALL)
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "match"),
+    [
+        (("messages", 0, "parts"), None, r"messages\[0\]\.parts: expected an array"),
+        (("messages", 0, "parts", 0), "text", r"messages\[0\]\.parts\[0\]: expected a map"),
+        (("messages", 0, "parts", 0, "part_kind"), 3, r"parts\[0\]\.part_kind: expected text"),
+        (("messages", 1, "parts", 0, "tool_name"), ["add"], r"tool_name: expected null or text"),
+        (("messages", 1, "parts", 0, "tool_call_id"), {"a": 1}, r"tool_call_id: expected null or text"),
+        (("messages", 1, "parts", 0, "args"), [1, 2], r"args: expected text, a map or null"),
+        (("messages", 0, "kind"), None, r"messages\[0\]\.kind: expected text"),
+        (("messages", 0, "instructions"), 5, r"instructions: expected text or null"),
+        (("messages", 0), [], r"messages\[0\]: expected a map"),
+        (("exchanges", 0, "role"), "r" * 5000, r"exchanges\[0\]\.role: expected text of at most 4096"),
+        (("exchanges", 0, "index"), -1, r"exchanges\[0\]\.index: expected a non-negative integer"),
+        (("exchanges", 0, "seq"), True, r"exchanges\[0\]\.seq: expected a non-negative integer, got boolean"),
+        (("exchanges", 0, "error"), {"type": 1, "message": "m"}, r"exchanges\[0\]\.error\.type"),
+        (("exchanges", 0, "response"), 0, r"refers to messages\[0\], which is not a response"),
+        (("runs", 0, "role"), None, r"runs\[0\]\.role: expected text"),
+        (("outcome", "error"), {"type": "x"}, r"outcome\.error: missing message"),
+        (("observations", 0, "name"), 7, r"observations\[0\]\.name: expected text"),
+        (("header", "roles"), {"main": 1}, r"header\.roles\.main"),
+        (("header", "harness_version"), 0.62, r"header\.harness_version"),
+        (("expectations",), [1], r"expectations: expected a map"),
+    ],
+)
+def test_wrong_shapes_are_one_error_naming_the_field(path: tuple[Any, ...], value: Any, match: str) -> None:
+    refused(h.replaced(base(), path, value), match)
+
+
+def test_stream_events_need_an_event_kind() -> None:
+    wire = h.wire(STREAM)
+    ex = next(i for i, e in enumerate(wire["exchanges"]) if e.get("events"))
+    refused(h.replaced(wire, ("exchanges", ex, "events", 0), {"index": 0}), r"events\[0\]: missing event_kind")
+
+
+@pytest.mark.parametrize(
+    "scenario_id", ["../../../x", "/etc/x", "a/../b", "a//b", "a\\b", "a\x00b", "a\x1b[2Jb", "C:x", "con/x", "-rf", ""]
+)
+def test_header_scenario_id_must_be_a_safe_relative_path(scenario_id: str) -> None:
+    refused(h.replaced(base(), ("header", "scenario_id"), scenario_id), r"header\.scenario_id: scenario id")
+
+
+def test_binary_values_and_binary_map_keys_are_refused() -> None:
+    refused(h.replaced(base(), ("messages", 0, "parts", 0, "content"), b"\x00raw"), "binary value")
+    with pytest.raises(CassetteError, match="map key b'k' is not text"):
+        loads(h._raw(base(), ("messages", 0, "metadata"), h._BYTES_KEY))
+
+
+def test_non_utf8_text_is_refused() -> None:
+    with pytest.raises(CassetteError, match="corrupted cassette"):
+        loads(h._raw(base(), ("messages", 0, "parts", 0, "content"), h._BAD_UTF8))
+
+
+def test_unknown_optional_fields_of_basic_types_are_kept() -> None:
+    """Other versions add optional fields (schema defaults, a source hash per scenario...)."""
+    wire = base()
+    wire["header"]["schema_defaults"] = {"main": ["timestamp"]}
+    wire["header"]["note"] = "recorded on CI"
+    wire["exchanges"][0]["wire"] = [{"method": "POST", "url": "http://127.0.0.1/v1", "status": 200}]
+    wire["messages"][0]["parts"][0]["future_field"] = [1, {"x": None}]
+    c = loads(h.pack(wire))
+    assert c.header.model_extra == {"schema_defaults": {"main": ["timestamp"]}, "note": "recorded on CI"}
+    assert c.exchanges[0].model_extra == {"wire": [{"method": "POST", "url": "http://127.0.0.1/v1", "status": 200}]}
+    wire["header"]["bad"] = {"k": b"bytes"}
+    refused(wire, r"header: binary value under 'k'")
+
+
+def test_unknown_part_kinds_load() -> None:
+    """A part kind from another pydantic-ai release is not refused: matrix loads across releases."""
+    wire = base()
+    wire["messages"][0]["parts"].append({"part_kind": "hologram", "content": {"any": ["json"]}})
+    assert loads(h.pack(wire)).messages[0]["parts"][-1]["part_kind"] == "hologram"
+
+
+def test_expanded_text_is_bounded() -> None:
+    """A small file whose requests all re-send the same large messages: bounded by max_expanded."""
+    message = {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "x" * 10_000}]}
+    wire = {
+        "format": "harness-replay",
+        "version": 1,
+        "messages": [message] * 10,
+        "exchanges": [{"seq": i, "role": "main", "index": i, "kind": "request", "messages": [0, 10]} for i in range(500)],
+    }
+    data = h.pack(wire)
+    assert len(data) < 200_000
+    assert loads(data).exchanges[499].messages == list(range(10))  # 50 M characters: under the default
+    with pytest.raises(CassetteError, match="max_expanded"):
+        loads(data, limits=Limits(max_expanded=10_000_000))
+
+
+def test_the_bundled_and_conformance_cassettes_load() -> None:
+    paths = [*h.ROOT.glob("cassettes/**/*.cassette"), *h.ROOT.glob("tests/**/*.cassette")]
+    assert len(paths) > 20
+    for path in paths:
+        if "v2-future" not in path.name:
+            loads(path.read_bytes(), path)
+
+
+def test_a_binary_top_level_key_is_refused() -> None:
+    raw = MAGIC + b"\x82" + msgpack.packb("format") + msgpack.packb("harness-replay") + b"\xc4\x01k\x01"
+    with pytest.raises(CassetteError):
+        loads(raw)
