@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ParamSpec
 
 from . import invariants
 from .cassette import (
@@ -133,6 +134,25 @@ def _grade_violations(d: Diff, recorded: Cassette, replayed: Cassette) -> str:
     return "; ".join(graded.failures)
 
 
+P = ParamSpec("P")
+INTERNAL = "internal error (a harness-replay bug, please report it)"
+
+
+def isolated(label: str, judge: Callable[P, ScenarioReport], *args: P.args, **kwargs: P.kwargs) -> ScenarioReport:
+    """``judge(*args, **kwargs)``, with any failure turned into an error verdict for ``label`` alone.
+
+    One bad cassette must not take the verdicts of the others with it: a known problem is
+    its one-line message; anything else is a bug, said as such (the reliability fuzz counts
+    these like tracebacks) instead of aborting the whole command.
+    """
+    try:
+        return judge(*args, **kwargs)
+    except ReplayError as exc:
+        return ScenarioReport(label, "error", error=str(exc))
+    except Exception as exc:
+        return ScenarioReport(label, "error", error=f"{INTERNAL}: {type(exc).__name__}: {exc}")
+
+
 IN_PROCESS_SYSTEMS = frozenset({"function", "test"})
 """``Model.system`` of pydantic-ai's in-process models (FunctionModel, TestModel): their answers are code."""
 
@@ -259,10 +279,7 @@ def compare_dirs(a: Path, b: Path, rules: Rules = Rules(), limits: Limits = DEFA
             missing = a if rel not in left else b
             reports.append(ScenarioReport(sid, "error", error=f"{missing / rel}: no such cassette"))
             continue
-        try:
-            reports.append(compare_files(left[rel], right[rel], rules, limits))
-        except CassetteError as exc:
-            reports.append(ScenarioReport(sid, "error", error=str(exc)))
+        reports.append(isolated(sid, compare_files, left[rel], right[rel], rules, limits))
     if not reports:
         raise ReplayError(f"{a}, {b}: no cassettes in either directory")
     return reports

@@ -6,7 +6,6 @@ Exit codes fit CI: 0 nothing changed, 1 a change or violation was found, 2 bad i
 
 from __future__ import annotations
 
-import json
 import sys
 from enum import Enum
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
+from ._untrusted import dumps_json, visible
 from .config import Config, limits, load_config
 from .errors import ReplayError, ReplayUsageError
 
@@ -53,7 +53,7 @@ class Exhausted(str, Enum):
 
 
 def _fail(message: str, code: int = 2) -> NoReturn:
-    typer.echo(f"replay: error: {message}", err=True)
+    typer.echo(f"replay: error: {visible(message)}", err=True)
     raise typer.Exit(code)
 
 
@@ -160,7 +160,7 @@ def record(
         raise typer.Exit(0 if same == len(results) else 1)
     outcomes = _pipeline.record_scenarios(scenarios, cassettes or config.cassettes, force=force)
     for o in outcomes:
-        typer.echo(f"{o.status:9} {o.scenario_id} -> {o.path}" + (f" ({o.detail})" if o.detail else ""))
+        typer.echo(visible(f"{o.status:9} {o.scenario_id} -> {o.path}" + (f" ({o.detail})" if o.detail else "")))
 
 
 @app.command()
@@ -208,7 +208,9 @@ def run(
     flag = on_exhausted.value if on_exhausted else None  # the flag, else the scenario's own, else [tool.replay]
     _pipeline.clean_results(out or config.results)
     reports = [
-        _pipeline.replay_scenario(
+        _pipeline.isolated(
+            sc.id,
+            _pipeline.replay_scenario,
             sc,
             cassettes or config.cassettes,
             out or config.results,
@@ -230,7 +232,9 @@ def run(
             reports, {sc.id: sc for sc in scenarios}, violations=accept_violations, limits=limits(config)
         )
         for o in outcomes:
-            typer.echo(o.line(), err=True)
+            typer.echo(visible(o.line()), err=True)
+        if any(r.status == "error" for r in reports):
+            raise typer.Exit(2)
         raise typer.Exit(0 if all(o.status != "not accepted" for o in outcomes) else 1)
     _exit_for(reports)
 
@@ -244,7 +248,7 @@ def _warn_orphans(directory: Path, ids: set[str]) -> None:
     if orphans:
         typer.echo(f"replay: {len(orphans)} cassette(s) in {directory} belong to no scenario:", err=True)
         for p in orphans:
-            typer.echo(f"  {p}", err=True)
+            typer.echo(f"  {visible(str(p))}", err=True)
 
 
 @app.command(name="diff")
@@ -270,7 +274,7 @@ def diff_cmd(
         from .reporter import report_json
         from .scrub import redact
 
-        typer.echo(json.dumps(report_json(redact(report)), indent=2, default=str))
+        typer.echo(dumps_json(report_json(redact(report)), indent=2))
     else:
         emit([report], fmt.value, title="harness-replay diff")
     _exit_for([report])
@@ -304,17 +308,17 @@ def check(
             if not matches:
                 raise ReplayUsageError(f"{t}: no such cassette, directory or recorded scenario id")
             paths += matches
-    reports = [_pipeline.check_cassette(p, limits=limits(config)) for p in paths]
+    lim = limits(config)
+    reports = [_pipeline.isolated(str(p), _pipeline.check_cassette, p, limits=lim) for p in paths]
     if fmt is Fmt.json:
         from .scrub import redact
 
         reports = redact(reports)
         violations = [dict(v.as_json(), scenario_id=r.scenario_id) for r in reports for v in r.violations]
         typer.echo(
-            json.dumps(
+            dumps_json(
                 {"violations": violations, "checked": [r.scenario_id for r in reports], "changed": bool(violations)},
                 indent=2,
-                default=str,
             )
         )
     else:
@@ -324,38 +328,70 @@ def check(
 
 @app.command()
 def show(
-    cassette: Annotated[Path, typer.Argument(help="Cassette file.")],
+    cassette: Annotated[list[Path], typer.Argument(help="Cassette file(s).")],
     fmt: Annotated[ShowFmt, typer.Option("--format", "-f")] = ShowFmt.text,
     normalized: Annotated[bool, typer.Option("--normalized", "--normalised", help="Show the normalised form.")] = False,
+    full: Annotated[
+        bool, typer.Option("--full", help="Print everything (by default output stops at 1 MiB + 16x the cassette's size).")
+    ] = False,
 ) -> None:
-    """Print a cassette readably (also usable as a git textconv)."""
-    from .cassette import load
+    """Print cassettes readably (also usable as a git textconv); a bad file is one error line, exit 2."""
+    from ._untrusted import json_chunks
+    from .cassette import loads, read_bounded
     from .scrub import redact
-    from .show import render_json, render_text
+    from .show import line_chunks, output_budget, render_json, text_lines, write_bounded
 
-    c = load(cassette, limits(_config()))
-    if fmt is ShowFmt.json:
-        typer.echo(json.dumps(redact(render_json(c, normalized=normalized)), indent=2, default=str))
-    else:
-        typer.echo(redact(render_text(c, normalized=normalized)), nl=False)
+    lim = limits(_config())
+    failed = False
+    for path in cassette:
+        try:
+            data = read_bounded(path, lim.max_bytes)
+            c = loads(data, path, lim)
+        except ReplayError as exc:
+            typer.echo(f"replay: error: {visible(_scrubbed(str(exc)))}", err=True)
+            failed = True
+            continue
+        budget = None if full else output_budget(len(data))
+        out = sys.stdout
+        if fmt is ShowFmt.json:
+            chunks = json_chunks(redact(render_json(c, normalized=normalized)), indent=2)
+            cut = write_bounded(chunks, out.write, budget)
+            out.write("\n")
+            if cut is not None:
+                typer.echo(f"replay: error: {visible(str(path))}: JSON output truncated after {cut:,} characters (--full for all of it)", err=True)
+                failed = True
+        else:
+            chunks = (redact(chunk) for chunk in line_chunks(text_lines(c, normalized=normalized)))
+            cut = write_bounded(chunks, out.write, budget)
+            if cut is not None:
+                out.write(f"\n… output truncated after {cut:,} characters (the cassette is {len(data):,} bytes); replay show --full prints all of it\n")
+    if failed:
+        raise typer.Exit(2)
 
 
 @app.command(name="ls")
 def ls_cmd(directory: Annotated[Path | None, typer.Argument(help="Cassette directory.")] = None) -> None:
     """List cassettes with their scenario, versions and request counts."""
     from .cassette import iter_cassettes, load
-    base = directory or _config().cassettes
+
+    config = _config()
+    base = directory or config.cassettes
     if not base.is_dir():
         raise ReplayUsageError(f"{base}: no such directory")
+    lim = limits(config)
+    failed = False
     for path in iter_cassettes(base):
         try:
-            c = load(path, limits(_config()))
+            c = load(path, lim)
         except ReplayError as exc:
-            typer.echo(f"{path}  ERROR {exc}")
+            typer.echo(visible(f"{path}  ERROR {exc}"))
+            failed = True
             continue
         roles = ", ".join(f"{r} {len(xs)}" for r, xs in sorted(c.by_role().items()))
         h = c.header
-        typer.echo(f"{path}  {h.scenario_id}  harness {h.harness_version}  [{roles}]  {c.outcome.status}")
+        typer.echo(visible(f"{path}  {h.scenario_id}  harness {h.harness_version}  [{roles}]  {c.outcome.status}"))
+    if failed:
+        raise typer.Exit(2)
 
 
 # --------------------------------------------------------------------------- matrix (issue 5)
@@ -572,18 +608,25 @@ def _scrubbed(text: str) -> str:
         return text
 
 
-def main() -> None:
-    """Entry point: user-facing errors become one line and exit code 2."""
+def main(argv: list[str] | None = None, command: Any = None) -> None:
+    """Entry point: user-facing errors become one line and exit code 2.
+
+    ``command`` is ``typer.main.get_command(app)`` built once by a caller that runs many
+    commands in one process (the reliability fuzz): building it costs ~30 ms per call.
+    """
     try:
-        code = app(standalone_mode=False)
+        if command is not None:
+            code = command.main(args=argv, prog_name="replay", standalone_mode=False)
+        else:
+            code = app(args=argv, standalone_mode=False)
         sys.exit(code if isinstance(code, int) else 0)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except ReplayError as exc:
-        typer.echo(f"replay: error: {_scrubbed(str(exc))}", err=True)
+        typer.echo(f"replay: error: {visible(_scrubbed(str(exc)))}", err=True)
         sys.exit(2)
     except (typer.BadParameter, typer.Abort) as exc:  # pragma: no cover - click handles most
-        typer.echo(f"replay: error: {exc}", err=True)
+        typer.echo(f"replay: error: {visible(str(exc))}", err=True)
         sys.exit(2)
     except Exception as exc:  # click's usage errors (typer vendors click, so match by shape)
         show, exit_code = getattr(exc, "show", None), getattr(exc, "exit_code", None)

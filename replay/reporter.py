@@ -12,6 +12,7 @@ from xml.sax.saxutils import escape, quoteattr
 from rich.console import Console
 from rich.markup import escape as rich_escape
 
+from ._untrusted import dumps_json, md_code, md_fence, visible, xml_text
 from .differ import Change, Diff, Entry, RequestDiff
 
 Format = Literal["text", "json", "markdown", "junit"]
@@ -232,25 +233,30 @@ _STYLE = {"same": "green", "changed": "yellow", "error": "red"}
 _CHECK_LABEL = {"same": "OK", "changed": "VIOLATED", "error": "ERROR"}
 
 
+def _t(text: str) -> str:
+    """Cassette text for the console: controls visible, rich markup inert."""
+    return rich_escape(visible(text))
+
+
 def print_text(reports: Sequence[ScenarioReport], console: Console | None = None, *, details: bool = True) -> None:
-    console = console or Console(highlight=False, soft_wrap=True)
+    console = console or Console(highlight=False, soft_wrap=True, emoji=False)
     checks_only = all(r.diff is None for r in reports)
     for r in reports:
         style = _STYLE[r.status]
         label = _CHECK_LABEL[r.status] if checks_only else r.status.upper()
-        console.print(f"[{style}]{label:8}[/{style}] {rich_escape(r.scenario_id)}")
+        console.print(f"[{style}]{label:8}[/{style}] {_t(r.scenario_id)}")
         if r.error:
-            console.print(f"         {rich_escape(r.error)}")
+            console.print(f"         {_t(r.error)}")
         if r.diff is not None and r.status != "same":
             for line in diff_lines(r.diff, details=details):
-                console.print("         " + rich_escape(line))
+                console.print("         " + _t(line))
         elif r.diff is not None:
             for w in r.diff.warnings:
-                console.print("         [yellow]warning[/yellow] " + rich_escape(w))
+                console.print("         [yellow]warning[/yellow] " + _t(w))
             for line in violation_lines(r.diff):
-                console.print("         " + rich_escape(line))
+                console.print("         " + _t(line))
         for v in r.violations:
-            console.print("         [red]violation[/red] " + rich_escape(v.describe()))
+            console.print("         [red]violation[/red] " + _t(v.describe()))
     c = summary_counts(reports)
     if checks_only:
         console.print(f"{len(reports)} cassettes: {c['same']} ok, {c['changed']} with violations, {c['error']} error")
@@ -259,10 +265,6 @@ def print_text(reports: Sequence[ScenarioReport], console: Console | None = None
 
 
 # --------------------------------------------------------------------------- Markdown
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def markdown(reports: Sequence[ScenarioReport], title: str = "harness-replay") -> str:
@@ -280,13 +282,13 @@ def markdown(reports: Sequence[ScenarioReport], title: str = "harness-replay") -
         elif r.diff is not None:
             what += violation_lines(r.diff)
         what += [f"violation: {v.describe()}" for v in r.violations]
-        out.append(f"| `{_md(r.scenario_id)}` | {icon[r.status]} | {_md('<br>'.join(what)) or ''} |")
+        out.append(f"| {md_code(r.scenario_id)} | {icon[r.status]} | {'<br>'.join(md_code(w) for w in what)} |")
     details = [r for r in reports if r.diff is not None and r.diff.requests]
     for r in details:
         assert r.diff is not None
-        out += ["", f"<details><summary><code>{escape(r.scenario_id)}</code> details</summary>", "", "```"]
-        out += diff_lines(r.diff)
-        out += ["```", "</details>"]
+        out += ["", f"<details><summary><code>{escape(visible(r.scenario_id))}</code> details</summary>", ""]
+        out += md_fence([visible(line) for line in diff_lines(r.diff)])
+        out += ["</details>"]
     return "\n".join(out) + "\n"
 
 
@@ -298,20 +300,21 @@ def junit(reports: Sequence[ScenarioReport], suite: str = "harness-replay") -> s
     c = summary_counts(reports)
     out = [
         '<?xml version="1.0" encoding="utf-8"?>',
-        f'<testsuites><testsuite name={quoteattr(suite)} tests="{len(reports)}" '
+        f'<testsuites><testsuite name={quoteattr(xml_text(suite))} tests="{len(reports)}" '
         f'failures="{c["changed"]}" errors="{c["error"]}" skipped="0">',
     ]
     for r in reports:
         classname, _, name = r.scenario_id.rpartition("/")
-        out.append(f"<testcase classname={quoteattr(classname or suite)} name={quoteattr(name or r.scenario_id)}>")
-        body = "\n".join(diff_lines(r.diff)) if r.diff is not None else ""
-        body += "".join(f"\nviolation: {v.describe()}" for v in r.violations)
+        classname, name = xml_text(classname or suite), xml_text(name or r.scenario_id)
+        out.append(f"<testcase classname={quoteattr(classname)} name={quoteattr(name)}>")
+        body = "\n".join(visible(line) for line in diff_lines(r.diff)) if r.diff is not None else ""
+        body += "".join(f"\nviolation: {visible(v.describe())}" for v in r.violations)
         if r.status == "error":
-            out.append(f"<error message={quoteattr(r.error or 'error')}>{escape(body)}</error>")
+            out.append(f"<error message={quoteattr(xml_text(r.error or 'error'))}>{escape(xml_text(body))}</error>")
         elif r.status == "changed":
             first = diff_lines(r.diff, details=False)[0] if r.diff is not None else "changed"
             msg = next((ln for ln in body.splitlines() if ln.startswith(_FAILING)), first)
-            out.append(f"<failure message={quoteattr(msg)}>{escape(body)}</failure>")
+            out.append(f"<failure message={quoteattr(xml_text(msg))}>{escape(xml_text(body))}</failure>")
         out.append("</testcase>")
     out.append("</testsuite></testsuites>")
     return "\n".join(out) + "\n"
@@ -334,7 +337,7 @@ def emit(reports: Sequence[ScenarioReport], fmt: Format, console: Console | None
 
     reports = redact(list(reports))  # every output passes the cassettes' scrubber, whatever its source
     if fmt == "json":
-        print(json.dumps(reports_json(reports), indent=2, sort_keys=False, default=str))
+        print(dumps_json(reports_json(reports), indent=2, sort_keys=False))
     elif fmt == "markdown":
         print(markdown(reports, title), end="")
     elif fmt == "junit":

@@ -8,8 +8,10 @@ points at exactly what changed; ``--format json`` has everything.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from ._untrusted import visible
 from .cassette import Cassette
 from .normaliser import Rules, normalise
 
@@ -99,52 +101,107 @@ def _message(message: dict[str, Any]) -> str:
 
 def render_text(cassette: Cassette, *, normalized: bool = False) -> str:
     """One line per message and per field, so a line-based ``git diff`` points at what changed."""
+    return "".join(f"{line}\n" for line in text_lines(cassette, normalized=normalized))
+
+
+def text_lines(cassette: Cassette, *, normalized: bool = False) -> Iterator[str]:
+    """The text view, one escaped line at a time: a caller with an output budget stops early,
+    so a cassette whose view would be gigabytes costs only what is printed."""
+    for line in _raw_lines(cassette, normalized=normalized):
+        yield visible(line)
+
+
+def _raw_lines(cassette: Cassette, *, normalized: bool = False) -> Iterator[str]:
     h = cassette.header
-    out = [
-        f"# harness-replay cassette: {h.scenario_id}",
-        f"# harness {h.harness_version}, pydantic-ai-slim {h.slim_version}, python {h.python_version}",
-    ]
+    yield f"# harness-replay cassette: {h.scenario_id}"
+    yield f"# harness {h.harness_version}, pydantic-ai-slim {h.slim_version}, python {h.python_version}"
     if not normalized:
-        out.append(f"# recorded {h.created_at} on {h.platform}, tool {h.tool_version}")
+        yield f"# recorded {h.created_at} on {h.platform}, tool {h.tool_version}"
     if normalized:
         n = normalise(cassette)
         for role, requests in n.requests.items():
             for i, req in enumerate(requests):
-                out.append(f"== {role}[{i}] {req.kind}")
+                yield f"== {role}[{i}] {req.kind}"
                 for key, value in req.body.items():
                     if key == "messages":
                         for j, m in enumerate(value):
-                            out.append(f"  messages[{j}] {_line(m)}")
+                            yield f"  messages[{j}] {_line(m)}"
                     elif key != "kind":
-                        out.append(f"  {key} {_line(value)}")
-        out.append(f"== outcome {_line(n.outcome)}")
+                        yield f"  {key} {_line(value)}"
+        yield f"== outcome {_line(n.outcome)}"
         for o in n.observations:
-            out.append(f"== observation {o['name']} {_line(o['value'])}")
+            yield f"== observation {o['name']} {_line(o['value'])}"
         for entry in n.histories:
             judged = f" judged {entry['predicate']} -> {_line(entry['verdict'])}" if entry["predicate"] else ""
-            out.append(f"== history {entry['name']}{judged}")
-            out += [f"  source[{j}] {_line(m)}" for j, m in enumerate(entry["source"])]
-            out += [f"  messages[{j}] {_line(m)}" for j, m in enumerate(entry["messages"])]
-        return "\n".join(out) + "\n"
+            yield f"== history {entry['name']}{judged}"
+            for j, m in enumerate(entry["source"]):
+                yield f"  source[{j}] {_line(m)}"
+            for j, m in enumerate(entry["messages"]):
+                yield f"  messages[{j}] {_line(m)}"
+        return
     for ex in cassette.exchanges:
         est = f" estimate {ex.estimate}" if ex.estimate is not None else ""
         carried = " (answer carried over from a different request)" if ex.carried_over else ""
-        out.append(f"== {ex.role}[{ex.index}] {ex.kind} model {ex.model_name}{est}{carried}")
+        yield f"== {ex.role}[{ex.index}] {ex.kind} model {ex.model_name}{est}{carried}"
         for j, m in enumerate(cassette.expand(ex.messages)):
-            out.append(f"  [{j}] {_message(m)}")
+            yield f"  [{j}] {_message(m)}"
         if ex.response is not None:
-            out.append(f"  => {_message(cassette.messages[ex.response])}")
+            yield f"  => {_message(cassette.messages[ex.response])}"
         if ex.usage:
-            out.append(f"  usage {_line(ex.usage)}")
+            yield f"  usage {_line(ex.usage)}"
         if ex.error:
-            out.append(f"  error {ex.error.type}: {ex.error.message}")
-    out.append(f"== outcome {_line(cassette.outcome.model_dump(exclude_none=True))}")
+            yield f"  error {ex.error.type}: {ex.error.message}"
+    yield f"== outcome {_line(cassette.outcome.model_dump(exclude_none=True))}"
     for obs in cassette.observations:
-        out.append(f"== observation {obs.name} {_line(obs.value)}")
+        yield f"== observation {obs.name} {_line(obs.value)}"
     for hist in cassette.histories:
         what = f"judged {hist.predicate} -> {_line(hist.verdict)}" if hist.predicate else f"observed history {hist.name}"
-        out.append(f"== {what} (after {hist.after} model calls)")
-        if hist.source:
-            out += [f"  source[{j}] {_message(m)}" for j, m in enumerate(cassette.expand(hist.source))]
-        out += [f"  [{j}] {_message(m)}" for j, m in enumerate(cassette.expand(hist.messages))]
-    return "\n".join(out) + "\n"
+        yield f"== {what} (after {hist.after} model calls)"
+        for j, m in enumerate(cassette.expand(hist.source)):
+            yield f"  source[{j}] {_message(m)}"
+        for j, m in enumerate(cassette.expand(hist.messages)):
+            yield f"  [{j}] {_message(m)}"
+
+
+# --------------------------------------------------------------------------- bounded output
+
+OUTPUT_FLOOR = 1024 * 1024
+OUTPUT_FACTOR = 16
+
+
+def output_budget(cassette_bytes: int) -> int:
+    """How many characters ``show`` prints for a cassette of this size unless asked for ``--full``.
+
+    Each request re-sends its history, so a view can be quadratic in the file: a 2.3 MB
+    cassette once printed 962 MB through ``git diff``. Real views are 1-4x the file (JSON
+    up to ~22x for small files, under the floor).
+    """
+    return OUTPUT_FLOOR + OUTPUT_FACTOR * cassette_bytes
+
+
+def line_chunks(lines: Iterable[str], size: int = 1 << 16) -> Iterator[str]:
+    """Whole lines (newline-terminated) joined into pieces of about ``size`` characters: what
+    is scrubbed and written at once, so a per-call cost is not paid per line."""
+    batch: list[str] = []
+    held = 0
+    for line in lines:
+        batch.append(line)
+        batch.append("\n")
+        held += len(line) + 1
+        if held >= size:
+            yield "".join(batch)
+            batch, held = [], 0
+    if batch:
+        yield "".join(batch)
+
+
+def write_bounded(chunks: Iterable[str], write: Callable[[str], Any], budget: int | None) -> int | None:
+    """Write ``chunks`` until ``budget`` characters; returns how many were written if it ran out."""
+    written = 0
+    for chunk in chunks:
+        if budget is not None and written + len(chunk) > budget:
+            write(chunk[: budget - written])
+            return budget
+        write(chunk)
+        written += len(chunk)
+    return None

@@ -7,11 +7,18 @@ reproduced from its label. :func:`verdict` is the property every case must satis
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
+import os
 import random
+import re
 import struct
+import sys
 import time
+import traceback
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -214,7 +221,7 @@ def reference_bomb(entries: int) -> bytes:
         {
             "format": "harness-replay",
             "version": 1,
-            "messages": [{}] * entries,
+            "messages": [{"kind": "request", "parts": []}] * entries,
             "exchanges": [
                 {"seq": i, "role": "main", "index": i, "kind": "request", "messages": [0, entries]}
                 for i in range(entries)
@@ -233,7 +240,7 @@ def code_bait() -> dict[str, Any]:
         "messages": [
             {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": evil, "type": "os.system"}]},
             {"kind": "response", "parts": [{"part_kind": "text", "content": "{{7*7}} ${7*7} `id`"}]},
-            {"__reduce__": ["os.system", ["touch PWNED"]], "py/object": "subprocess.Popen", "!!python/object": "x"},
+            {"kind": "request", "parts": [], "__reduce__": ["os.system", ["touch PWNED"]], "py/object": "subprocess.Popen", "!!python/object": "x"},
         ],
         "blobs": [{"type": "replay_evil_bait_module.Boom", "__class__": "os.system"}],
         "exchanges": [
@@ -245,3 +252,126 @@ def code_bait() -> dict[str, Any]:
         "outcome": {"status": "error", "error": {"type": "subprocess.Popen", "message": "touch PWNED"}},
         "observations": [{"name": "eval", "value": "eval(compile('1','x','exec'))"}],
     }
+
+
+# --------------------------------------------------------------------------- every command (issue 13)
+
+HOSTILE_TEXT: list[str] = [
+    "\x1b]0;pwned\x07\x1b[2J\x1b[1;1H",  # OSC title + clear screen + cursor home
+    "ok\nFORGED   seed000/long\n",  # a forged output line
+    "\rFORGED \x1b[1A\x1b[K",  # carriage return, cursor up, erase line
+    "\x9b31m\x9d0;c1\x9c",  # C1 CSI / OSC / ST: 8-bit escapes
+    "\u2028FORGED\u2029\u202eevil\u202c\u200b\ufeff",  # line/paragraph separators, bidi override
+    "nul\x00byte\x7f",
+    "`|</testcase><script>alert(1)</script>&amp;]]>",  # Markdown, XML and HTML breakers
+    "../../../../tmp/replay-escape",
+    "/tmp/replay-absolute",
+    "x" * 5000,
+]
+"""Strings a hostile cassette puts in any text field: each must come out escaped in every medium."""
+
+ESCAPE_MARKERS = ("FORGED",)
+
+
+def hostile_values() -> list[Any]:
+    """Wrong types and hostile text: what goes into each field of a valid cassette."""
+    return [*WRONG_VALUES, *HOSTILE_TEXT, {"k": "\x1b[2J"}, ["\x1b[2J"], 2**62, -5]
+
+
+_BAD_UTF8 = b"\xa3\xff\xfe\xc0"  # a fixstr of 3 bytes that are not UTF-8
+_BYTES_KEY = b"\x81\xc4\x01k\x01"  # {b"k": 1}: a binary map key
+_MARK = "\x00mark\x00"
+
+
+def _raw(base: dict[str, Any], path: tuple[Any, ...], raw: bytes) -> bytes:
+    """``base`` with the value at ``path`` replaced by raw msgpack bytes (what msgpack cannot build)."""
+    return MAGIC + msgpack.packb(replaced(base, path, _MARK), use_bin_type=True).replace(msgpack.packb(_MARK), raw, 1)
+
+
+def shape_mutations(data: bytes, depth: int = 10, rng: random.Random | None = None) -> Iterator[tuple[str, bytes]]:
+    """Valid msgpack, wrong shape: each field (down to message parts and stream events) of a real
+    cassette replaced by every hostile value, by non-UTF-8 text and by a map with a binary key."""
+    base = wire(data)
+    for path in field_paths(base, depth=depth):
+        where = ".".join(map(str, path))
+        for n, value in enumerate(hostile_values()):
+            yield f"shape@{where}#{n}", pack(replaced(base, path, value))
+        yield f"shape@{where}#utf8", _raw(base, path, _BAD_UTF8)
+        yield f"shape@{where}#binkey", _raw(base, path, _BYTES_KEY)
+
+
+def hostile_text_cassettes(data: bytes) -> Iterator[tuple[str, bytes]]:
+    """Every text field of a real cassette set to each hostile string: loads, must print escaped."""
+    base = wire(data)
+    for path in field_paths(base, depth=12):
+        node: Any = base
+        for key in path:
+            node = node[key]
+        if isinstance(node, str) and path[-1] not in ("format",):
+            for n, text in enumerate(HOSTILE_TEXT):
+                yield f"text@{'.'.join(map(str, path))}#{n}", pack(replaced(base, path, text))
+
+
+@dataclass
+class CommandResult:
+    """What one in-process ``replay`` command did with a hostile cassette."""
+
+    args: tuple[str, ...]
+    code: int
+    out: str
+    err: str
+    seconds: float
+    traceback: str | None = None
+
+    def escapes(self) -> list[str]:
+        """Raw control characters and forged lines in the output (a terminal would act on them)."""
+        text = (self.out + self.err).replace("\r\n", "\n")
+        found = [f"{ch!r} at {m.start()}" for m in _UNSAFE.finditer(text) if (ch := m.group()) not in "\n\t"]
+        found += [f"forged line {ln[:40]!r}" for ln in text.splitlines() if ln.lstrip().startswith(ESCAPE_MARKERS)]
+        return found
+
+    def crashed(self) -> bool:
+        """A traceback, a built-in check that raised (reported as "check failed: ..."), or an
+        exception a command caught per scenario and reported as an internal error."""
+        text = self.out + self.err
+        return self.traceback is not None or "check failed:" in text or "internal error (a harness-replay bug" in text
+
+
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+
+
+_COMMAND: Any = None
+
+
+def run_command(*args: str | Path, cwd: Path | None = None) -> CommandResult:
+    """Run ``replay ARGS`` in this process, exactly as the console script does, capturing everything."""
+    from replay.cli import main
+
+    global _COMMAND
+    if _COMMAND is None:
+        import typer.main
+
+        from replay.cli import app
+
+        _COMMAND = typer.main.get_command(app)
+    argv = ["replay", *map(str, args)]
+    out, err = io.StringIO(), io.StringIO()
+    old_argv, old_cwd = sys.argv, os.getcwd()
+    tb = None
+    code = 0
+    start = time.perf_counter()
+    try:
+        sys.argv = argv
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            main(argv[1:], _COMMAND)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    except BaseException:  # noqa: BLE001 - a traceback is what we are counting
+        tb = traceback.format_exc()
+        code = -1
+    finally:
+        sys.argv = old_argv
+        os.chdir(old_cwd)
+    return CommandResult(tuple(argv[1:]), code, out.getvalue(), err.getvalue(), time.perf_counter() - start, tb)

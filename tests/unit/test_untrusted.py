@@ -1,0 +1,88 @@
+"""Escaping for every output medium, and the scenario-id / path rules (replay._untrusted)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import unicodedata
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from replay._untrusted import (
+    check_id,
+    confined,
+    dumps_json,
+    id_problem,
+    json_chunks,
+    md_code,
+    md_fence,
+    visible,
+    xml_text,
+)
+from replay.errors import ReplayUsageError
+
+DANGEROUS_CATEGORIES = {"Cc", "Cf", "Zl", "Zp", "Cs"}
+
+
+def test_every_control_format_and_separator_character_is_made_visible() -> None:
+    """The hard-coded ranges cover every such character of this Python's Unicode database."""
+    missed = [
+        f"U+{cp:04X}"
+        for cp in range(sys.maxunicode + 1)
+        if unicodedata.category(chr(cp)) in DANGEROUS_CATEGORIES and visible(chr(cp)) == chr(cp)
+    ]
+    assert not missed
+
+
+def test_visible_escapes() -> None:
+    assert visible("a\x1b]0;t\x07b") == "a\\x1b]0;t\\x07b"
+    assert visible("x\ny\r\tz") == "x\\ny\\r\\tz"
+    assert visible("x\ny\r\tz", multiline=True) == "x\ny\\r\tz"
+    assert visible("\u2028\u202e\x9b\U000e0041") == "\\u2028\\u202e\\x9b\\U000e0041"
+    assert visible("plain é ✓ 日本") == "plain é ✓ 日本"
+
+
+def test_json_keeps_values_and_escapes_what_a_terminal_acts_on() -> None:
+    value = {"k\u2028": ["\x9b31m", "\U000e0001", "é", "\x1b[2J", "a\nb"]}
+    for text in (dumps_json(value, indent=2), "".join(json_chunks(value, indent=2))):
+        assert json.loads(text) == value
+        assert visible(text, multiline=True) == text  # nothing raw left but indentation newlines
+        assert "é" in text
+
+
+def test_markdown_code_span_cannot_be_broken_out_of() -> None:
+    span = md_code("a``b|<img src=x>\n")
+    assert span.startswith("```") and span.endswith("```") and "\\|" in span and "\n" not in span
+    assert md_fence(["```", "~~~~"])[0] == "`````"
+
+
+def test_xml_text_is_well_formed() -> None:
+    text = xml_text("bad \x00\x1b\x0c\ufffe chars\nkept")
+    ET.fromstring(f"<a>{text}</a>")
+    assert "\n" in text and "\\x1b" in text
+
+
+@pytest.mark.parametrize("good", ["seed000/long", "a", "x/y/z", "test_a.py::test_b[1-2]", "a b/c.d"])
+def test_good_ids(good: str) -> None:
+    assert id_problem(good) is None and check_id(good) == good
+
+
+@pytest.mark.parametrize(
+    "bad", ["", "..", "../x", "a/..", "/abs", "a//b", "a/", "a\\b", "a\x00b", "x\ny", "C:/x", "nul", "a/AUX.txt", "-x", "a.", "s" * 300]
+)
+def test_bad_ids(bad: str) -> None:
+    assert id_problem(bad) is not None
+    with pytest.raises(ReplayUsageError):
+        check_id(bad)
+
+
+def test_confined(tmp_path: Path) -> None:
+    assert confined(tmp_path, "a/b.cassette") == tmp_path / "a/b.cassette"
+    for bad in ("../x", "/etc/passwd", "a/../../x"):
+        with pytest.raises(ReplayUsageError, match="outside|not a relative"):
+            confined(tmp_path, bad)
+    (tmp_path / "link").symlink_to("/tmp")
+    with pytest.raises(ReplayUsageError, match="outside"):
+        confined(tmp_path, "link/x.cassette")
