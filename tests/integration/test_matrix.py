@@ -257,7 +257,7 @@ def test_isolation_and_run_parity(env_dir: Path, tmp_path: Path) -> None:
     assert replay_cli("record").returncode == 0
     doc = _json(replay_cli("matrix", "--harness", "0.54.0,0.62.0", "--format", "json", "--jobs", "2"))
     row, newer = doc["scenarios"]["iso/counted"], doc["scenarios"]["iso/newer"]
-    assert row["0.54.0"]["status"] == "same" and row["0.62.0"]["status"] == "same"
+    assert row["0.54.0"]["status"] == "same" and row["0.62.0"]["status"] == "same", row
     assert newer["0.62.0"]["status"] == "same"
     assert newer["0.54.0"]["status"] == "error"
     assert "failed to import: ModuleNotFoundError" in newer["0.54.0"]["error"]

@@ -86,13 +86,31 @@ def test_unknown_optional_fields_of_basic_types_are_kept() -> None:
     wire = base()
     wire["header"]["schema_defaults"] = {"main": ["timestamp"]}
     wire["header"]["note"] = "recorded on CI"
-    wire["exchanges"][0]["wire"] = [{"method": "POST", "url": "http://127.0.0.1/v1", "status": 200}]
+    wire["exchanges"][0]["cost"] = {"usd": 0.25, "source": "prices.json"}
     wire["messages"][0]["parts"][0]["future_field"] = [1, {"x": None}]
     c = loads(h.pack(wire))
     assert c.header.model_extra == {"schema_defaults": {"main": ["timestamp"]}, "note": "recorded on CI"}
-    assert c.exchanges[0].model_extra == {"wire": [{"method": "POST", "url": "http://127.0.0.1/v1", "status": 200}]}
+    assert c.exchanges[0].model_extra == {"cost": {"usd": 0.25, "source": "prices.json"}}
     wire["header"]["bad"] = {"k": b"bytes"}
     refused(wire, r"header: binary value under 'k'")
+
+
+@pytest.mark.parametrize(
+    ("record", "match"),
+    [
+        ({"method": "POST", "url": "u", "body": 99}, "wire body reference 99 outside the blob table"),
+        ({"method": "POST", "url": "u", "body_lists": {"messages": [0, 99]}}, "wire body reference 99"),
+        ({"method": "POST", "url": "u", "body_lists": {"messages": "x"}}, "expected an array of blob references"),
+        ({"method": "POST", "url": "u", "request_headers": {"a": 1}}, "request_headers: expected a map of text to text"),
+        ({"method": "POST", "url": 5}, r"wire\[0\]\.url: expected text"),
+        ({"method": "POST", "url": "u", "stream": "yes"}, r"wire\[0\]\.stream: expected a boolean"),
+        ({"url": "u"}, "missing method"),
+    ],
+)
+def test_wire_records_are_checked(record: dict[str, Any], match: str) -> None:
+    wire = base()
+    wire["exchanges"][0]["wire"] = [record]
+    refused(wire, match)
 
 
 def test_unknown_part_kinds_load() -> None:
