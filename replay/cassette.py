@@ -23,6 +23,7 @@ import msgpack
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from . import _schema
+from ._untrusted import check_id, confined
 from .errors import CassetteError
 
 MAGIC = b"\xc1replay\n"  # 0xc1 is never valid msgpack, so no stray file matches by accident
@@ -563,20 +564,27 @@ def save(cassette: Cassette, path: str | os.PathLike[str]) -> Path:
 
 
 def write_atomic(path: Path, data: bytes) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # The writer's pid is in the name, so clean_stale_temps can tell a live write from a dead one.
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
+    """Write ``data`` to ``path`` through a temp file in the same folder; an unwritable
+    place is one :class:`CassetteError` naming it, with no temp file left behind."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # The writer's pid is in the name, so clean_stale_temps can tell a live write from a dead one.
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise CassetteError(path, f"cannot write: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError):
+            raise CassetteError(path, f"cannot write: {exc.strerror or exc}") from None
         raise
     try:
         dir_fd = os.open(path.parent, os.O_RDONLY)
@@ -634,4 +642,8 @@ def iter_cassettes(directory: Path) -> Iterator[Path]:
 
 
 def cassette_path(directory: Path, scenario_id: str) -> Path:
-    return directory / f"{scenario_id}{SUFFIX}"
+    """Where a scenario's cassette lives under ``directory``: every read and write goes through
+    here, so an id like ``../../x`` or ``/etc/x`` (from a scenario or a header) is refused
+    (:class:`ReplayUsageError`) and so is a path that resolves outside ``directory``."""
+    check_id(scenario_id)
+    return confined(directory, f"{scenario_id}{SUFFIX}")

@@ -303,8 +303,14 @@ def check(
         else:
             from .cassette import cassette_path
 
-            candidate = cassette_path(base, t)
-            matches = [candidate] if candidate.exists() else list(iter_cassettes(base / t)) if (base / t).is_dir() else []
+            try:
+                candidate: Path | None = cassette_path(base, t)
+            except ReplayUsageError:  # not an id at all: reported as not found below
+                candidate = None
+            if candidate is not None and candidate.exists():
+                matches = [candidate]
+            else:
+                matches = list(iter_cassettes(base / t)) if candidate is not None and (base / t).is_dir() else []
             if not matches:
                 raise ReplayUsageError(f"{t}: no such cassette, directory or recorded scenario id")
             paths += matches

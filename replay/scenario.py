@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, overload
 
+from ._untrusted import check_id
 from .errors import ReplayUsageError
 
 Mode = Literal["record", "replay"]
@@ -196,7 +197,7 @@ def scenario(arg: ScenarioFunc | str | None = None, /, *, on_exhausted: str | No
     def register(func: ScenarioFunc, scenario_id: str | None) -> ScenarioFunc:
         if not inspect.iscoroutinefunction(func):
             raise ReplayUsageError(f"@scenario needs an async def, got {func.__qualname__}")
-        sid = scenario_id or f"{_module_stem(func)}/{func.__name__}"
+        sid = check_id(scenario_id or f"{_module_stem(func)}/{func.__name__}")  # it names a file: safe path only
         file = inspect.getsourcefile(func)
         _REGISTRY[sid] = Scenario(
             id=sid,

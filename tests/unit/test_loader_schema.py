@@ -84,12 +84,12 @@ def test_non_utf8_text_is_refused() -> None:
 def test_unknown_optional_fields_of_basic_types_are_kept() -> None:
     """Other versions add optional fields (schema defaults, a source hash per scenario...)."""
     wire = base()
-    wire["header"]["schema_defaults"] = {"main": ["timestamp"]}
+    wire["header"]["future_hashes"] = {"main": ["abc"]}
     wire["header"]["note"] = "recorded on CI"
     wire["exchanges"][0]["cost"] = {"usd": 0.25, "source": "prices.json"}
     wire["messages"][0]["parts"][0]["future_field"] = [1, {"x": None}]
     c = loads(h.pack(wire))
-    assert c.header.model_extra == {"schema_defaults": {"main": ["timestamp"]}, "note": "recorded on CI"}
+    assert c.header.model_extra == {"future_hashes": {"main": ["abc"]}, "note": "recorded on CI"}
     assert c.exchanges[0].model_extra == {"cost": {"usd": 0.25, "source": "prices.json"}}
     wire["header"]["bad"] = {"k": b"bytes"}
     refused(wire, r"header: binary value under 'k'")

@@ -86,3 +86,12 @@ def test_confined(tmp_path: Path) -> None:
     (tmp_path / "link").symlink_to("/tmp")
     with pytest.raises(ReplayUsageError, match="outside"):
         confined(tmp_path, "link/x.cassette")
+
+
+def test_cassette_path_refuses_unsafe_ids(tmp_path: Path) -> None:
+    from replay.cassette import cassette_path
+
+    assert cassette_path(tmp_path, "a/b") == tmp_path / "a" / "b.cassette"
+    for bad in ("../x", "/tmp/x", "a/../../x", "a\x00b"):
+        with pytest.raises(ReplayUsageError):
+            cassette_path(tmp_path, bad)
