@@ -494,6 +494,8 @@ def emit(report: Report, fmt: str, out: Path | None) -> str:
             umask = os.umask(0)
             os.umask(umask)
             os.chmod(out, 0o666 & ~umask)  # a document to share, not a private temp file
+        except CassetteError as exc:  # write_atomic: the place is not writable
+            raise ReplayUsageError(f"{out}: cannot write the report: {exc.problem.removeprefix('cannot write: ')}") from None
         except OSError as exc:
             raise ReplayUsageError(f"{out}: cannot write the report: {exc.strerror or exc}") from None
     return text
