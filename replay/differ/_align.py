@@ -91,6 +91,11 @@ def _speaker_kept(a: Any, b: Any) -> bool:
     return True
 
 
+def _messages(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    first = a[0] if a else b[0] if b else None
+    return isinstance(first, dict) and "parts" in first
+
+
 def _kind(value: Any) -> str:
     if isinstance(value, dict):
         return str(value.get("part_kind") or value.get("kind") or "")
@@ -113,7 +118,8 @@ def similarity(a: str, b: str) -> float:
 
 
 def rewrapped(ta: str, tb: str) -> bool:
-    """Same content, at most a short framing line added or dropped around it."""
+    """Same content, at most a short framing line added or dropped around it (for single parts:
+    a message that gained or lost a whole part is changed, not rewrapped)."""
     if not ta or not tb:
         return False
     if ta == tb:
@@ -178,7 +184,7 @@ def align(
             out.append(Pairing("rewrapped", i, js[0]))
             free_a.discard(i)
             free_b.discard(js[0])
-    if free_a and free_b and len(free_a) * len(free_b) <= _PAIR_SCAN * _PAIR_SCAN:
+    if free_a and free_b and len(free_a) * len(free_b) <= _PAIR_SCAN * _PAIR_SCAN and not _messages(a, b):
         for i in sorted(free_a):
             for j in sorted(free_b):
                 if shape_of(a[i]) != shape_of(b[j]) and _speaker_kept(a[i], b[j]) and rewrapped(texts_a[i], texts_b[j]):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from conftest import ROOT
@@ -85,3 +86,67 @@ def test_another_python_minor_is_a_warning_not_a_change(cli, tmp_path: Path) -> 
     assert "replayed on Python 3.12.1: a difference may come from the Python version" in r.out
     c.header.python_version = "3.11.99"  # same minor: nothing to say
     assert "Python" not in cli("diff", NEW / "seed000" / "long.cassette", save(c, tmp_path / "p.cassette")).out
+
+
+# --------------------------------------------------------------------------- real recordings from four versions
+
+FIXTURES = ROOT / "tests" / "fixtures"
+VERSIONS = ("0.54.0", "0.56.0", "0.59.0", "0.62.0")
+
+
+def _diff_json(cli, a: Path, b: Path) -> dict:
+    r = cli("diff", a, b, "--format", "json")
+    assert r.code in (0, 1), r.err
+    return json.loads(r.out)
+
+
+def test_instructions_agent_is_same_on_every_version(cli) -> None:
+    """`instructions=` + a tool: slim 2.59 added InstructionPart.on_change='rewrite', a declared default, not a change."""
+    for old in VERSIONS:
+        for new in VERSIONS:
+            doc = _diff_json(cli, FIXTURES / f"harness-{old}/trust/instructions.cassette", FIXTURES / f"harness-{new}/trust/instructions.cassette")
+            assert not doc["changed"], (old, new, doc["requests"])
+
+
+def test_summary_moved_to_a_compaction_part_is_rewrapped_not_lost(cli) -> None:
+    """Up to 0.59 the summary is a SystemPromptPart 'Summary of previous conversation: …'; 0.62 writes a CompactionPart."""
+    for old in ("0.54.0", "0.56.0", "0.59.0"):
+        doc = _diff_json(cli, FIXTURES / f"harness-{old}/trust/summary.cassette", FIXTURES / "harness-0.62.0/trust/summary.cassette")
+        (main,) = [r for r in doc["requests"] if r["role"] == "main"]
+        kinds = [(e["kind"], e["path"], e["detail"]) for e in main["entries"] if e["kind"] != "changed"]
+        assert kinds == [("rewrapped", "messages[0].parts[0→1]", "system-prompt → compaction")], kinds
+        assert main["lost"] == [] and main["gained"] == []
+        assert "The user asked six questions" in main["entries"][-1]["label"]
+        assert not [c for c in main["changes"] if ".parts[" in c["path"]]  # no field diffs of the rewrapped part
+
+
+def test_one_extra_turn_is_inserted_entries_not_a_cascade(cli) -> None:
+    doc = _diff_json(cli, FIXTURES / "harness-0.62.0/trust/inserted.cassette", FIXTURES / "extra-turn/trust/inserted.cassette")
+    for req in doc["requests"]:
+        assert [(e["kind"], e["path"], e["label"]) for e in req["entries"] if e["kind"] != "changed"] == [
+            ("inserted", "messages[6]", "one more thing: keep it short"),
+            ("inserted", "messages[7]", "sure"),
+        ]
+        # later messages are not "changed" by the shift; only FunctionModel's usage figures (it counts the request) moved
+        assert [c["path"] for c in req["changes"] if ".usage." not in c["path"]] == [], req["changes"]
+    assert doc["requests"][1]["gained"] == ["one more thing: keep it short", "sure"]
+    for v in VERSIONS:  # and without the extra turn, every version sends the same history
+        assert not _diff_json(cli, FIXTURES / f"harness-{v}/trust/inserted.cassette", FIXTURES / "harness-0.62.0/trust/inserted.cassette")["changed"]
+
+
+def test_a_dropped_prompt_is_the_only_loss_when_the_rest_is_rewrapped(cli) -> None:
+    """seed001 on 0.54 drops the current prompt U11; kept prompts changed from list-of-text to plain string."""
+    doc = _diff_json(cli, NEW / "seed001" / "keep_user_messages_true.cassette", OLD / "seed001" / "keep_user_messages_true.cassette")
+    (main,) = [r for r in doc["requests"] if r["role"] == "main"]
+    assert main["lost"] == ["U11"]
+    rewrapped = [e["label"] for e in main["entries"] if e["kind"] == "rewrapped"]
+    assert rewrapped == ["Summary.", "U6", "U7", "U8", "U9"]
+
+
+def test_paths_sort_naturally(cli) -> None:
+    doc = _diff_json(cli, OLD / "seed000" / "reminders_default.cassette", NEW / "seed000" / "reminders_default.cassette")
+    labels = [f"{r['role']}[{r['index']}]" for r in doc["requests"]]
+    assert labels.index("main[2]") < labels.index("main[10]")
+    for r in doc["requests"]:
+        paths = [c["path"] for c in r["changes"]]
+        assert paths == sorted(paths, key=lambda p: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", p)])
