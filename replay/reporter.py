@@ -173,6 +173,7 @@ def diff_lines(d: Diff, *, details: bool = True, max_changes: int = 12) -> list[
     lines += _economics(d, max_changes)
     if not details:
         return lines
+    last: dict[str, tuple[str, set[str]]] = {}
     for r in d.requests:
         head = f"{r.label} {r.status}"
         if r.messages_a is not None and r.messages_b is not None and r.messages_a != r.messages_b:
@@ -180,18 +181,33 @@ def diff_lines(d: Diff, *, details: bool = True, max_changes: int = 12) -> list[
         if r.estimate_a is not None and r.estimate_b is not None and r.estimate_a != r.estimate_b:
             head += f", estimate {r.estimate_a}→{r.estimate_b}"
         lines.append(head)
-        lines += ["  " + entry_line(e) for e in r.entries if e.kind != "changed"]
-        for c in r.changes[:max_changes]:
-            if c.kind == "changed" or c.kind == "type":
-                old, new = _pair(c.old, c.new)
-                lines.append(f"  {c.path}: {old} → {new}")
-            elif c.kind == "added":
-                lines.append(f"  + {c.path}: {_short(c.new)}")
-            else:
-                lines.append(f"  - {c.path}: {_short(c.old)}")
-        if len(r.changes) > max_changes:
-            lines.append(f"  … {len(r.changes) - max_changes} more changes (--format json for all)")
+        # Each request re-sends the history: what the previous changed request of the role
+        # already showed is counted, not repeated, so each request shows what is new in it.
+        body = request_lines(r)
+        seen_label, seen = last.get(r.role, ("", set()))
+        fresh = [text for key, text in body if key not in seen]
+        last[r.role] = (r.label, {key for key, _ in body})
+        lines += ["  " + text for text in fresh[:max_changes]]
+        if len(fresh) > max_changes:
+            lines.append(f"  … {len(fresh) - max_changes} more (--format json for all)")
+        if len(fresh) < len(body):
+            lines.append(f"  … {len(body) - len(fresh)} as in {seen_label}")
     return lines
+
+
+def request_lines(r: RequestDiff) -> list[tuple[str, str]]:
+    """(key, line) per entry and field change of one request; the key leaves the request's ordinal out."""
+    out = [(entry_line(e), entry_line(e)) for e in r.entries if e.kind != "changed"]
+    for c in r.changes:
+        if c.kind == "changed" or c.kind == "type":
+            old, new = _pair(c.old, c.new)
+            text = f"{c.path}: {old} → {new}"
+        elif c.kind == "added":
+            text = f"+ {c.path}: {_short(c.new)}"
+        else:
+            text = f"- {c.path}: {_short(c.old)}"
+        out.append((text.replace(r.label, r.role, 1), text))
+    return out
 
 
 def _economics(d: Diff, max_changes: int) -> list[str]:
