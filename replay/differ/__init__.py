@@ -23,7 +23,7 @@ from ..wire.cache import CacheChange, Price, RequestCost, Tokenizer, Tokens, req
 from ..wire.cache import compare as compare_cache
 from ..wire.compare import WireChange
 from ..wire.compare import compare as compare_wire
-from ._align import EntryKind, align, shape_of, text_of
+from ._align import EntryKind, Memo, align, shape_of, text_of
 
 ChangeKind = Literal["changed", "added", "removed", "type"]
 
@@ -179,6 +179,8 @@ _KINDS: dict[str, ChangeKind] = {
 
 def _changes(prefix: str, a: Any, b: Any) -> list[Change]:
     """Field diffs of two small values, paths under ``prefix``."""
+    if a == b:
+        return []
     dd = DeepDiff(a, b, view="tree", verbose_level=2, threshold_to_diff_deeper=0)
     out: list[Change] = []
     for report, items in dd.tree.items():
@@ -224,6 +226,7 @@ class _Differ:
     def __init__(self) -> None:
         self._messages: dict[tuple[bytes, bytes], Pair] = {}
         self._rest: dict[tuple[bytes, bytes], list[Change]] = {}
+        self._words: Memo = {}
 
     def message_pair(self, a: dict[str, Any], b: dict[str, Any], key: tuple[bytes, bytes]) -> Pair:
         found = self._messages.get(key)
@@ -237,7 +240,7 @@ class _Differ:
             return [], _changes("", a, b)
         changes = _changes("", {k: v for k, v in a.items() if k != "parts"}, {k: v for k, v in b.items() if k != "parts"})
         entries: list[Entry] = []
-        for p in align(pa, pb, [digest(x) for x in pa], [digest(x) for x in pb]):
+        for p in align(pa, pb, [digest(x) for x in pa], [digest(x) for x in pb], self._words):
             where = "parts" + _index(p.a, p.b)
             if p.kind == "changed":
                 assert p.a is not None and p.b is not None
@@ -253,7 +256,7 @@ class _Differ:
         ka, kb = [na.message_digests[i] for i in qa.message_ids], [nb.message_digests[i] for i in qb.message_ids]
         entries: list[Entry] = []
         changes: list[Change] = []
-        for p in align(ma, mb, ka, kb):
+        for p in align(ma, mb, ka, kb, self._words):
             where = "messages" + _index(p.a, p.b)
             if p.kind == "changed":
                 assert p.a is not None and p.b is not None

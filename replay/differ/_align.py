@@ -110,11 +110,26 @@ def similarity(a: str, b: str) -> float:
     still look alike, and a message that grew or shrank by whole parts is still the same one)."""
     if a == b:
         return 1.0
-    wa, wb = Counter(_WORD.findall(a)), Counter(_WORD.findall(b))
-    smaller = min(sum(wa.values()), sum(wb.values()))
+    return _overlap(Counter(_WORD.findall(a)), Counter(_WORD.findall(b)))
+
+
+def _overlap(wa: Counter[str], wb: Counter[str]) -> float:
+    smaller = min(wa.total(), wb.total())
     if not smaller:
         return 1.0 if wa == wb else 0.0
-    return sum((wa & wb).values()) / smaller
+    return (wa & wb).total() / smaller
+
+
+Memo = dict[bytes, tuple[str, "Counter[str]"]]
+"""Text and word counts per item digest, shared across the requests of one diff (histories repeat)."""
+
+
+def _text(item: Any, key: bytes, memo: Memo) -> tuple[str, Counter[str]]:
+    found = memo.get(key)
+    if found is None:
+        text = text_of(item)
+        found = memo[key] = (text, Counter(_WORD.findall(text)))
+    return found
 
 
 def rewrapped(ta: str, tb: str) -> bool:
@@ -133,6 +148,7 @@ def align(
     b: Sequence[Any],
     a_keys: Sequence[bytes],
     b_keys: Sequence[bytes],
+    memo: Memo | None = None,
 ) -> list[Pairing]:
     """Pair the items of ``a`` and ``b``; equal items in order are left out (nothing to say).
 
@@ -171,8 +187,11 @@ def align(
             free_b.discard(j)
 
     # rewrapped: the same text in another wrapper, anywhere in the request
-    texts_a = {i: text_of(a[i]) for i in free_a}
-    texts_b = {j: text_of(b[j]) for j in free_b}
+    memo = {} if memo is None else memo
+    words_a = {i: _text(a[i], a_keys[i], memo) for i in free_a}
+    words_b = {j: _text(b[j], b_keys[j], memo) for j in free_b}
+    texts_a = {i: w[0] for i, w in words_a.items()}
+    texts_b = {j: w[0] for j, w in words_b.items()}
     by_text: dict[str, list[int]] = {}
     for j in sorted(free_b):
         if texts_b[j]:
@@ -199,7 +218,9 @@ def align(
     for i in rest_a[: _PAIR_SCAN * _PAIR_SCAN]:
         for k in range(start, min(len(rest_b), start + _PAIR_SCAN)):
             j = rest_b[k]
-            if _kind(a[i]) == _kind(b[j]) and similarity(texts_a[i], texts_b[j]) >= SIMILAR:
+            if _kind(a[i]) == _kind(b[j]) and (
+                texts_a[i] == texts_b[j] or _overlap(words_a[i][1], words_b[j][1]) >= SIMILAR
+            ):
                 out.append(Pairing("changed", i, j))
                 free_a.discard(i)
                 free_b.discard(j)
