@@ -23,7 +23,7 @@ from .differ import Diff, diff
 from .errors import CassetteError, ReplayError
 from .normaliser import Rules
 from .recorder import record
-from .replayer import Level, OnExhausted, replay
+from .replayer import WARNING_KINDS, Level, OnExhausted, replay
 from .reporter import ScenarioReport, Status
 from .scenario import Scenario
 from .wire.cache import Price, Tokenizer, prices_from, tokenizer_from
@@ -110,8 +110,8 @@ def replay_scenario(
     if results is not None:
         result_path = save(result.result, cassette_path(results, sc.id))
     d = diff(recorded, result.result, rules, tokenizer=tokenizer())
-    d.notes = [div.describe() for div in result.divergences if div.kind != "order"]
-    d.warnings += [div.describe() for div in result.divergences if div.kind == "order"]
+    d.notes = [div.describe() for div in result.divergences if div.kind not in WARNING_KINDS]
+    d.warnings += [div.describe() for div in result.divergences if div.kind in WARNING_KINDS]
     d.warnings += python_warning(recorded, result.result)
     d.warnings += carried_over_warning(recorded, "the recording")
     failures = _grade_violations(d, recorded, result.result)

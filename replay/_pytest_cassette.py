@@ -21,7 +21,15 @@ from .guard import NetworkGuard, network_guard
 from .invariants import new_violations
 from .normaliser import Rules
 from .recorder import Session, base_header, finalize
-from .replayer import CassetteSource, Divergence, OnExhausted, ReplayExhausted, offline
+from .replayer import (
+    WARNING_KINDS,
+    CassetteSource,
+    Divergence,
+    OnExhausted,
+    ReplayExhausted,
+    guard_divergences,
+    offline,
+)
 
 
 class _TestSource(CassetteSource):
@@ -129,11 +137,13 @@ class TestCassette:
         d = diff(self.recorded, result, self.rules, a_label="recorded", b_label="this run")
         divergences = self.source.divergences + self.source.unused()
         if self.guard is not None:
-            divergences += [Divergence("network", i, "network", f"blocked connection to {t}") for i, t in enumerate(self.guard.blocked)]
+            divergences += guard_divergences(self.guard)
         d.notes = [
-            dv.describe() for dv in divergences if dv.kind != "order" and not (self.extra_ok and dv.kind == "exhausted")
+            dv.describe()
+            for dv in divergences
+            if dv.kind not in WARNING_KINDS and not (self.extra_ok and dv.kind == "exhausted")
         ]
-        d.warnings += [dv.describe() for dv in divergences if dv.kind == "order"]
+        d.warnings += [dv.describe() for dv in divergences if dv.kind in WARNING_KINDS]
         d.new_violations = new_violations(self.recorded, result)
         return d
 

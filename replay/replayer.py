@@ -47,7 +47,7 @@ class Divergence:
 
     role: str
     index: int
-    kind: Literal["exhausted", "unused", "kind_mismatch", "network", "order"]
+    kind: Literal["exhausted", "unused", "kind_mismatch", "network", "order", "unguarded"]
     detail: str
 
     def describe(self) -> str:
@@ -345,7 +345,16 @@ def replay(
 
     with offline(), network_guard(scenario.id, allow=allow_hosts, allow_loopback=allow_loopback) as guard:
         result = asyncio.run(replay_async(scenario, recorded, on_exhausted, level))
-    result.divergences += [
-        Divergence("network", i, "network", f"blocked connection to {target}") for i, target in enumerate(guard.blocked)
-    ]
+    result.divergences += guard_divergences(guard)
     return result
+
+
+WARNING_KINDS = frozenset({"order", "unguarded"})
+"""Divergences worth a warning that do not by themselves mean the harness changed behaviour."""
+
+
+def guard_divergences(guard: Any) -> list[Divergence]:
+    """What the network guard saw: each refused attempt (a change, even if swallowed), each unguarded program."""
+    out = [Divergence("network", i, "network", f"blocked connection to {t}") for i, t in enumerate(guard.blocked)]
+    out += [Divergence("network", i, "unguarded", f"started {p}") for i, p in enumerate(guard.unguarded)]
+    return out

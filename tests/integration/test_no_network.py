@@ -139,3 +139,52 @@ def test_provider_replay_needs_no_dns_lookup(
     assert result.result.outcome.output == "Still sunny."
     assert result.divergences == []
     assert lookups == [] and refusals == []
+
+
+async def swallowing(run: Run) -> str:
+    """A tool fetches a URL with httpx.AsyncClient (what the OpenAI/Anthropic SDKs use) and swallows any error."""
+    import httpx
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+    from pydantic_ai.models.function import FunctionModel
+
+    def model(messages: Any, info: Any) -> ModelResponse:
+        if any(isinstance(p, ToolReturnPart) for p in messages[-1].parts):
+            return ModelResponse(parts=[TextPart("done")])
+        return ModelResponse(parts=[ToolCallPart("fetch", {})])
+
+    agent = Agent(FunctionModel(model))
+
+    @agent.tool_plain
+    async def fetch() -> str:
+        try:
+            async with httpx.AsyncClient(timeout=2) as client:
+                await client.get(BASE_URL["url"] + "/models")
+        except Exception:  # noqa: BLE001 - swallowed on purpose: the guard must still report it
+            pass
+        return "fetched"
+
+    return (await agent.run("go")).output
+
+
+SWALLOWING = Scenario(id="network/swallowing", func=swallowing, path=None, doc="", source_hash="0")
+
+
+def test_attempt_swallowed_by_a_tool_still_changes_the_verdict(project: Path) -> None:
+    """The issue's case: with httpx.AsyncClient the guard raised UnicodeError, nothing was recorded, SAME."""
+    from replay.differ import diff
+    from replay.replayer import WARNING_KINDS
+
+    with FakeOpenAI(["unused"]) as srv:
+        BASE_URL["url"] = srv.base_url
+        recorded = record(SWALLOWING)
+        port = BASE_URL["url"].split(":")[-1].split("/")[0]
+        seen = len(srv.requests)  # the recording fetched once
+        result = replay(SWALLOWING, recorded, "fail", allow_loopback=False)
+        assert len(srv.requests) == seen  # the replay never reached the server
+    assert result.result.outcome.status == "ok", result.result.outcome
+    network = [d for d in result.divergences if d.kind == "network"]
+    assert [d.detail for d in network] == [f"blocked connection to 127.0.0.1:{port}"]
+    d = diff(recorded, result.result)
+    d.notes = [div.describe() for div in result.divergences if div.kind not in WARNING_KINDS]
+    assert d.changed and "127.0.0.1" in d.notes[0]

@@ -313,3 +313,28 @@ def test_addresses_of_an_allowed_name_are_allowed(server: Server) -> None:
         with pytest.raises(NetworkBlocked):
             socket.create_connection(("127.0.0.2", server.port), timeout=5)
     assert guard.blocked == [f"127.0.0.2:{server.port}"]
+
+
+# --- every probe ---------------------------------------------------------------------
+
+import guard_probes  # noqa: E402
+
+
+@pytest.mark.parametrize("probe", guard_probes.probes(), ids=[p.name for p in guard_probes.probes()])
+def test_probe_is_refused(probe: guard_probes.Probe) -> None:
+    ok, why = guard_probes.check(probe)
+    assert ok, why
+
+
+def test_bytes_host_gives_the_usual_message_not_unicode_error() -> None:
+    with network_guard(SCENARIO) as guard:
+        with pytest.raises(NetworkBlocked, match=r"connect to bad\.\.name\.invalid:443 \(allow it with --allow-host\)"):
+            socket.getaddrinfo(b"bad..name.invalid", 443)
+    assert guard.blocked == ["bad..name.invalid:443"]
+
+
+def test_children_are_not_armed_after_exit() -> None:
+    before = {k: os.environ.get(k) for k in ("PYTHONPATH", "REPLAY_NETWORK_GUARD")}
+    with network_guard(SCENARIO):
+        assert "REPLAY_NETWORK_GUARD" in os.environ
+    assert {k: os.environ.get(k) for k in before} == before
