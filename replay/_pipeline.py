@@ -37,22 +37,42 @@ class RecordOutcome:
     detail: str = ""
 
 
+def plural(n: int, word: str) -> str:
+    """``1 request``, ``2 requests``."""
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
 def record_scenarios(scenarios: Sequence[Scenario], cassettes: Path, *, force: bool = False) -> list[RecordOutcome]:
-    """Record each scenario to ``<cassettes>/<id>.cassette``; existing cassettes are kept unless forced."""
+    """Record each scenario to ``<cassettes>/<id>.cassette``; existing cassettes are kept unless forced.
+
+    A run that ends with an error the scenario did not declare (``@scenario(expect_error=...)``)
+    is a mistake in the scenario, not a baseline: nothing is written (an existing cassette stays),
+    so the next ``record`` tries again instead of skipping a broken recording.
+    """
     out: list[RecordOutcome] = []
     if cassettes.is_dir():
         clean_stale_temps(cassettes)
     for sc in scenarios:
         path = cassette_path(cassettes, sc.id)
         if path.exists() and not force:
-            out.append(RecordOutcome(sc.id, path, "skipped", "exists (use --force to overwrite)"))
+            out.append(RecordOutcome(sc.id, path, "skipped", "exists; use --force to overwrite"))
             continue
         cassette = record(sc)
+        error = cassette.outcome.error
+        detail = f"{plural(len(cassette.exchanges), 'request')}, outcome {cassette.outcome.status}"
+        if error is not None:  # the author should see it now, whether expected or not
+            message = error.message.splitlines()[0] if error.message else ""
+            detail += f" {error.type.rsplit('.', 1)[-1]}: {message[:120]}"
+        if not sc.error_expected(error.type if error else None):
+            why = (
+                f"raised {error.type.rsplit('.', 1)[-1]}: {(error.message.splitlines() or [''])[0][:120]}"
+                if error is not None
+                else "returned normally"
+            )
+            expected = f"expected {sc.expect_error}" if sc.expect_error else "declare it with @scenario(expect_error=...) if intended"
+            out.append(RecordOutcome(sc.id, path, "error", f"{why}; {expected}; nothing written"))
+            continue
         save(cassette, path)
-        detail = f"{len(cassette.exchanges)} requests, outcome {cassette.outcome.status}"
-        if cassette.outcome.error is not None:  # recorded as the outcome, but the author should see it now
-            message = cassette.outcome.error.message.splitlines()[0] if cassette.outcome.error.message else ""
-            detail += f": {cassette.outcome.error.type.rsplit('.', 1)[-1]}: {message[:120]}"
         out.append(RecordOutcome(sc.id, path, "recorded", detail))
     return out
 

@@ -7,6 +7,7 @@ Exit codes fit CI: 0 nothing changed, 1 a change or violation was found, 2 bad i
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from .reporter import ScenarioReport
 
 app = typer.Typer(
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain click help: rich's help renderer costs more to import than all of `replay --help` may
@@ -50,6 +51,80 @@ class Exhausted(str, Enum):
     fail = "fail"
     repeat = "repeat"
     fake = "fake"
+
+
+def version_line() -> str:
+    """This tool's version and the versions it records against: what a bug report needs."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def v(dist: str) -> str:
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            return "not installed"
+
+    python = ".".join(map(str, sys.version_info[:3]))
+    return (
+        f"harness-replay {v('harness-replay')} (pydantic-ai-harness {v('pydantic-ai-harness')}, "
+        f"pydantic-ai-slim {v('pydantic-ai-slim')}, python {python})"
+    )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(version_line())
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Show the version and exit.")
+    ] = False,
+) -> None:
+    """Record, replay and diff the model traffic of pydantic-ai agents and harness capabilities."""
+
+
+_METAVARS = {
+    "targets": "TARGET",
+    "target": "TARGET",
+    "paths": "PATH",
+    "cassette": "CASSETTE",
+    "results": "RESULT",
+    "cassettes": "DIR",
+    "out": "DIR",
+    "env_dir": "DIR",
+    "ignore": "RULE",
+    "allow_host": "HOST",
+    "harness": "VERSION",
+    "python": "VERSION",
+    "with_": "REQ",
+    "shard": "K/N",
+    "jobs": "N",
+    "trials": "N",
+    "html": "FILE",
+    "textconv": "COMMAND",
+    "title": "TEXT",
+}
+_OUT_IS_A_FILE = frozenset({"html", "report"})
+
+
+def build_command() -> Any:
+    """The click command behind ``app``, with value names people read (``--ignore RULE``, not ``<list[str]>``)."""
+    cmd = typer.main.get_command(app)
+    for name, sub in getattr(cmd, "commands", {}).items():
+        for param in sub.params:
+            if param.metavar is not None or getattr(param, "is_flag", False) or hasattr(getattr(param, "type", None), "choices"):
+                continue
+            if param.name == "out" and name in _OUT_IS_A_FILE:
+                param.metavar = "FILE"
+            elif name == "check" and param.name == "ignore":
+                param.metavar = "INVARIANT"
+            else:
+                param.metavar = _METAVARS.get(param.name or "", (param.name or "value").upper())
+            if hasattr(param, "display_type_rich"):  # newer typer appends "<list[str]>" to an argument's name
+                param.display_type_rich = lambda ctx: None
+    return cmd
 
 
 def _fail(message: str, code: int = 2) -> NoReturn:
@@ -144,8 +219,13 @@ def record(
             "and report whether the normalised cassettes are byte-identical (exit 1 if not).",
         ),
     ] = None,
+    fmt: Annotated[ShowFmt, typer.Option("--format", "-f", help="Output format.")] = ShowFmt.text,
 ) -> None:
-    """Run scenarios against their models and write one cassette per scenario."""
+    """Run scenarios against their models and write one cassette per scenario.
+
+    Exit 0 when every scenario was recorded (or skipped), 2 when one raised an error it did
+    not declare with ``@scenario(expect_error=...)`` (no cassette is written for it).
+    """
     from . import _pipeline
     config = _config()
     scenarios = _discover(targets, config)
@@ -159,8 +239,14 @@ def record(
         typer.echo(f"{len(results)} scenarios, {check_determinism} recordings each: {same} identical, {len(results) - same} differ")
         raise typer.Exit(0 if same == len(results) else 1)
     outcomes = _pipeline.record_scenarios(scenarios, cassettes or config.cassettes, force=force)
-    for o in outcomes:
-        typer.echo(visible(f"{o.status:9} {o.scenario_id} -> {o.path}" + (f" ({o.detail})" if o.detail else "")))
+    if fmt is ShowFmt.json:
+        typer.echo(dumps_json({o.scenario_id: {"status": o.status, "path": str(o.path), "detail": o.detail} for o in outcomes}))
+    for o in outcomes if fmt is ShowFmt.text else ():
+        if o.status == "recorded":
+            typer.echo(visible(f"{o.status:9} {o.scenario_id} -> {o.path} ({o.detail})"))
+        else:
+            typer.echo(visible(f"{o.status:9} {o.scenario_id} -> {o.path}: {o.detail}"), err=o.status == "error")
+    raise typer.Exit(2 if any(o.status == "error" for o in outcomes) else 0)
 
 
 @app.command()
@@ -285,6 +371,10 @@ def check(
     targets: Annotated[list[str] | None, typer.Argument(help="Cassettes, cassette directories, or scenario ids.")] = None,
     cassettes: CassettesOpt = None,
     fmt: FormatOpt = Fmt.text,
+    ignore: Annotated[
+        list[str] | None,
+        typer.Option("--ignore", help="Invariant to leave out, by name or glob (repeatable), e.g. content_lost."),
+    ] = None,
 ) -> None:
     """Check recordings for invariant violations (no second version needed)."""
     from . import _pipeline
@@ -315,7 +405,7 @@ def check(
                 raise ReplayUsageError(f"{t}: no such cassette, directory or recorded scenario id")
             paths += matches
     lim = limits(config)
-    reports = [_pipeline.isolated(str(p), _pipeline.check_cassette, p, limits=lim) for p in paths]
+    reports = [_without(_pipeline.isolated(str(p), _pipeline.check_cassette, p, limits=lim), ignore or ()) for p in paths]
     if fmt is Fmt.json:
         from .scrub import redact
 
@@ -330,6 +420,17 @@ def check(
     else:
         emit(reports, fmt.value, title="harness-replay check")
     _exit_for(reports)
+
+
+def _without(report: ScenarioReport, ignored: Sequence[str]) -> ScenarioReport:
+    """``check --ignore``: drop the violations of the named invariants (fnmatch globs)."""
+    from fnmatch import fnmatchcase
+
+    if not ignored or report.status == "error":
+        return report
+    report.violations = [v for v in report.violations if not any(fnmatchcase(v.invariant, g) for g in ignored)]
+    report.status = "changed" if report.violations else "same"
+    return report
 
 
 @app.command()
@@ -376,27 +477,43 @@ def show(
 
 
 @app.command(name="ls")
-def ls_cmd(directory: Annotated[Path | None, typer.Argument(help="Cassette directory.")] = None) -> None:
+def ls_cmd(
+    paths: Annotated[list[Path] | None, typer.Argument(help="Cassette files or directories (default: cassettes/).")] = None,
+    cassettes: CassettesOpt = None,
+    fmt: Annotated[ShowFmt, typer.Option("--format", "-f", help="Output format.")] = ShowFmt.text,
+) -> None:
     """List cassettes with their scenario, versions and request counts."""
     from .cassette import iter_cassettes, load
 
     config = _config()
-    base = directory or config.cassettes
-    if not base.is_dir():
-        raise ReplayUsageError(f"{base}: no such directory")
+    found: list[Path] = []
+    for base in paths or [cassettes or config.cassettes]:
+        if base.is_dir():
+            found += iter_cassettes(base)
+        elif base.is_file():
+            found.append(base)
+        else:
+            raise ReplayUsageError(f"{base}: no such cassette or directory")
     lim = limits(config)
-    failed = False
-    for path in iter_cassettes(base):
+    rows: list[dict[str, Any]] = []
+    for path in found:
         try:
             c = load(path, lim)
         except ReplayError as exc:
-            typer.echo(visible(f"{path}  ERROR {exc}"))
-            failed = True
+            rows.append({"path": str(path), "error": str(exc)})
             continue
-        roles = ", ".join(f"{r} {len(xs)}" for r, xs in sorted(c.by_role().items()))
         h = c.header
-        typer.echo(visible(f"{path}  {h.scenario_id}  harness {h.harness_version}  [{roles}]  {c.outcome.status}"))
-    if failed:
+        roles = {r: len(xs) for r, xs in sorted(c.by_role().items())}
+        rows.append({"path": str(path), "scenario_id": h.scenario_id, "harness": h.harness_version, "roles": roles, "outcome": c.outcome.status})
+    if fmt is ShowFmt.json:
+        typer.echo(dumps_json(rows))
+    for row in rows if fmt is ShowFmt.text else ():
+        if "error" in row:
+            typer.echo(visible(f"{row['path']}  ERROR {row['error']}"))
+            continue
+        roles_text = ", ".join(f"{r} {n}" for r, n in row["roles"].items())
+        typer.echo(visible(f"{row['path']}  {row['scenario_id']}  harness {row['harness']}  [{roles_text}]  {row['outcome']}"))
+    if any("error" in row for row in rows):
         raise typer.Exit(2)
 
 
@@ -624,7 +741,7 @@ def main(argv: list[str] | None = None, command: Any = None) -> None:
         if command is not None:
             code = command.main(args=argv, prog_name="replay", standalone_mode=False)
         else:
-            code = app(args=argv, standalone_mode=False)
+            code = build_command().main(args=argv, prog_name="replay", standalone_mode=False)
         sys.exit(code if isinstance(code, int) else 0)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

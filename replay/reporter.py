@@ -153,7 +153,9 @@ def diff_lines(d: Diff, *, details: bool = True, max_changes: int = 12) -> list[
     """Plain lines (rich markup) for one diff: the summary first, then the details."""
     lines: list[str] = []
     if d.versions[0] != d.versions[1]:
-        lines.append(f"{d.a_label}: {d.versions[0]}; {d.b_label}: {d.versions[1]}")
+        # a label that is already the version ("harness 0.54.0", from `replay diff`) is not said twice
+        sides = [v if v.startswith(label) else f"{label}: {v}" for label, v in zip((d.a_label, d.b_label), d.versions)]
+        lines.append("; ".join(sides))
     lines += [f"warning: {w}" for w in d.warnings]
     counts = [f"{r.role} {r.a}→{r.b}" if r.a != r.b else f"{r.role} {r.a}" for r in d.roles]
     lines.append("requests per role: " + ", ".join(counts))

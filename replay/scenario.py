@@ -36,6 +36,17 @@ class Scenario:
     source_hash: str
     on_exhausted: str | None = None
     """The scenario's own ``--on-exhausted`` policy (a command-line flag still wins over it)."""
+    expect_error: str | None = None
+    """Exception type the recording must end with (``UnexpectedModelBehavior`` or a dotted name)."""
+
+    def error_expected(self, error_type: str | None) -> bool:
+        """Whether a recording ending with ``error_type`` (None: no error) is the outcome this scenario declared.
+
+        Any other outcome is a scenario mistake, not a baseline: ``replay record`` refuses to save it.
+        """
+        if self.expect_error is None or error_type is None:
+            return self.expect_error is None and error_type is None
+        return error_type == self.expect_error or error_type.endswith("." + self.expect_error)
 
 
 @dataclass
@@ -178,11 +189,21 @@ ON_EXHAUSTED = ("fail", "repeat", "fake")
 def scenario(func: ScenarioFunc, /) -> ScenarioFunc: ...
 @overload
 def scenario(
-    id: str | None = None, /, *, on_exhausted: Literal["fail", "repeat", "fake"] | None = None
+    id: str | None = None,
+    /,
+    *,
+    on_exhausted: Literal["fail", "repeat", "fake"] | None = None,
+    expect_error: str | type[BaseException] | None = None,
 ) -> Callable[[ScenarioFunc], ScenarioFunc]: ...
 
 
-def scenario(arg: ScenarioFunc | str | None = None, /, *, on_exhausted: str | None = None) -> Any:
+def scenario(
+    arg: ScenarioFunc | str | None = None,
+    /,
+    *,
+    on_exhausted: str | None = None,
+    expect_error: str | type[BaseException] | None = None,
+) -> Any:
     """Register an ``async def f(run)`` as a scenario.
 
     Use bare (``@scenario``: id ``<module>/<function>``) or with an id
@@ -190,7 +211,11 @@ def scenario(arg: ScenarioFunc | str | None = None, /, *, on_exhausted: str | No
     file is renamed. ``on_exhausted`` is the scenario's own answer to a version that makes
     more calls than were recorded: ``"fake"`` suits a scenario whose models are all code
     (``FunctionModel``), so another version's extra calls get the answers they would get live.
+    ``expect_error`` declares that the run ends with that exception (a class or its name, e.g.
+    ``"UnexpectedModelBehavior"``); without it, a scenario that raises is a mistake and
+    ``replay record`` saves no cassette for it.
     """
+    expected = expect_error if isinstance(expect_error, str) or expect_error is None else expect_error.__qualname__
     if on_exhausted is not None and on_exhausted not in ON_EXHAUSTED:
         raise ReplayUsageError(f"@scenario(on_exhausted={on_exhausted!r}): expected one of {', '.join(ON_EXHAUSTED)}")
 
@@ -206,6 +231,7 @@ def scenario(arg: ScenarioFunc | str | None = None, /, *, on_exhausted: str | No
             doc=inspect.getdoc(func) or inspect.getdoc(sys.modules.get(func.__module__)) or "",
             source_hash=_source_hash(func, sid),
             on_exhausted=on_exhausted,
+            expect_error=expected,
         )
         func.__replay_scenario_id__ = sid  # type: ignore[attr-defined]
         return func

@@ -75,13 +75,13 @@ async def _drive(run: Run, summary: str | None) -> str:
     return output
 
 
-@scenario("seed002/whitespace", on_exhausted="fake")
+@scenario("seed002/whitespace", on_exhausted="fake", expect_error="UnexpectedModelBehavior")
 async def whitespace(run: Run) -> str:
     """The summarizer answers ' \\t\\n ': accepted on 0.54.0 (NOTE=alpha gone), UnexpectedModelBehavior on 0.55+."""
     return await _drive(run, " \t\n ")
 
 
-@scenario("seed002/empty_string", on_exhausted="fake")
+@scenario("seed002/empty_string", on_exhausted="fake", expect_error="UnexpectedModelBehavior")
 async def empty_string(run: Run) -> str:
     """Control: the summarizer answers '': two summarizer calls, then UnexpectedModelBehavior on every version."""
     return await _drive(run, "")

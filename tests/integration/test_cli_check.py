@@ -78,3 +78,13 @@ def test_a_check_that_crashes_is_an_error_naming_file_and_check_not_a_violation(
     assert "ERROR" in text.out and "compaction_grew_request" in text.out  # the other checks still reported
     found = json.loads(doc.out)["violations"]
     assert [v["invariant"] for v in found] == ["compaction_grew_request"]
+
+
+def test_ignore_leaves_named_invariants_out(cli) -> None:
+    target = CAS / "seed001" / "keep_user_messages_true.cassette"
+    found = {v["invariant"] for v in violations(cli, target)}
+    assert "content_lost" in found
+    left = {v["invariant"] for v in violations(cli, target, "--ignore", "content_lost")}
+    assert left == found - {"content_lost"}
+    r = cli("check", target, "--ignore", "*")
+    assert r.code == 0 and "OK" in r.out

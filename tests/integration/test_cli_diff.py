@@ -150,3 +150,10 @@ def test_paths_sort_naturally(cli) -> None:
     for r in doc["requests"]:
         paths = [c["path"] for c in r["changes"]]
         assert paths == sorted(paths, key=lambda p: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", p)])
+
+
+def test_header_says_each_version_once(cli) -> None:
+    r = cli("diff", ROOT / "tests/fixtures/harness-0.54.0/seed000/long.cassette", ROOT / "cassettes/seed000/long.cassette")
+    assert r.code == 1, r.err
+    assert "harness 0.54.0, slim 2.54.0; harness 0.62.0, slim 2.62.0" in r.out
+    assert "harness 0.54.0: harness 0.54.0" not in r.out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from replay.cassette import load
@@ -51,3 +52,71 @@ def test_broken_scenario_file_names_the_file(cli, project: Path) -> None:
     r = cli("record", bad)
     assert r.code == 2 and "broken.py" in r.err and "SyntaxError" in r.err
     assert not (project / "cassettes").exists() or not any((project / "cassettes").rglob("*.cassette"))
+
+
+ERRORING = '''
+from pydantic_ai import Agent
+from pydantic_ai.exceptions import UnexpectedModelBehavior
+from pydantic_ai.messages import ModelResponse, TextPart
+from pydantic_ai.models.function import FunctionModel
+
+from replay import Run, scenario
+
+
+def answer(messages, info):
+    return ModelResponse(parts=[TextPart("ok")])
+
+
+@scenario("errs/mistake")
+async def mistake(run: Run) -> str:
+    """A plain function where a model belongs: a mistake, not a baseline."""
+    return (await Agent(answer).run("hi")).output
+
+
+@scenario("errs/declared", expect_error="UnexpectedModelBehavior")
+async def declared(run: Run) -> str:
+    await Agent(FunctionModel(answer)).run("hi")
+    raise UnexpectedModelBehavior("the summarizer answered nothing")
+
+
+@scenario("errs/never_raises", expect_error=UnexpectedModelBehavior)
+async def never_raises(run: Run) -> str:
+    return (await Agent(FunctionModel(answer)).run("hi")).output
+'''
+
+
+def test_an_undeclared_error_exits_2_and_leaves_no_baseline(cli, project: Path) -> None:
+    (project / "scenarios" / "errs.py").write_text(ERRORING)
+    r = cli("record")
+    assert r.code == 2
+    cassettes = project / "cassettes" / "errs"
+    assert (cassettes / "declared.cassette").is_file()  # the declared error is the outcome it records
+    assert load(cassettes / "declared.cassette").outcome.error.type.endswith("UnexpectedModelBehavior")
+    assert not (cassettes / "mistake.cassette").exists() and not (cassettes / "never_raises.cassette").exists()
+    assert "recorded  errs/declared -> cassettes/errs/declared.cassette (1 request, outcome error UnexpectedModelBehavior: the summarizer answered nothing)" in r.out
+    assert "error     errs/mistake -> cassettes/errs/mistake.cassette: raised " in r.err
+    assert "declare it with @scenario(expect_error=...) if intended; nothing written" in r.err
+    assert "error     errs/never_raises -> cassettes/errs/never_raises.cassette: returned normally; expected UnexpectedModelBehavior; nothing written" in r.err
+    # the next record tries the broken ones again instead of skipping them
+    again = cli("record")
+    assert again.code == 2 and "skipped   errs/declared" in again.out and "errs/mistake" in again.err
+
+
+def test_plural_and_no_nested_parentheses(cli, write_scenario, project: Path) -> None:
+    write_scenario()
+    first = cli("record")
+    assert "(4 requests, outcome ok)" in first.out or "requests, outcome ok)" in first.out
+    assert "1 requests" not in first.out
+    again = cli("record")
+    assert "skipped   simple/compact -> cassettes/simple/compact.cassette: exists; use --force to overwrite" in again.out
+    assert "((" not in again.out and "))" not in again.out
+
+
+def test_format_json(cli, write_scenario, project: Path) -> None:
+    write_scenario()
+    r = cli("record", "--format", "json")
+    assert r.code == 0
+    assert json.loads(r.out) == {
+        "simple/compact": {"status": "recorded", "path": "cassettes/simple/compact.cassette", "detail": json.loads(r.out)["simple/compact"]["detail"]}
+    }
+    assert json.loads(cli("record", "-f", "json").out)["simple/compact"]["status"] == "skipped"

@@ -1,0 +1,56 @@
+"""Conventions every subcommand shares: --version, completion, readable value names, flags that parse as flags."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from importlib.metadata import version
+
+import pytest
+
+from replay.cli import command
+
+COMMANDS = sorted(command().commands)
+
+
+def test_version_names_the_tool_and_what_it_records_against(cli) -> None:
+    r = cli("--version")
+    assert r.code == 0
+    assert r.out.startswith(f"harness-replay {version('harness-replay')} (pydantic-ai-harness {version('pydantic-ai-harness')}, ")
+
+
+def test_shell_completion_script(cli) -> None:
+    r = subprocess.run([sys.executable, "-m", "replay", "--show-completion", "bash"], capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    assert "_REPLAY_COMPLETE=complete_bash" in r.stdout
+    assert "--install-completion" in cli("--help").out
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_help_shows_readable_value_names(cli, name: str) -> None:
+    r = cli(name, "--help")
+    assert r.code == 0, r.err
+    python_types = re.findall(r"<(?:list\[\w+\]|bool|str|int|path|int range)>", r.out)
+    assert not python_types, f"replay {name} --help shows {python_types}"
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_an_absent_flag_is_false(name: str) -> None:
+    """typer 0.12.4-0.12.5 with click >= 8.2 parsed an absent --accept as the string 'False' (truthy)."""
+    sub = command().commands[name]
+    required = {"matrix": ["--harness", "0.54.0"], "report": ["x", "--harness", "0.54.0"], "diff": ["a", "b"], "show": ["c"], "merge": ["r"], "html": ["r", "--out", "x"]}
+    ctx = sub.make_context(name, list(required.get(name, [])))
+    flags = {p.name: ctx.params[p.name] for p in sub.params if getattr(p, "is_flag", False) and p.name in ctx.params}
+    assert all(v is False for v in flags.values()), flags
+
+
+def test_common_options_mean_the_same_everywhere() -> None:
+    """--cassettes, --format and --ignore where they make sense, under the same names."""
+    options = {name: {o for p in sub.params for o in getattr(p, "opts", [])} for name, sub in command().commands.items()}
+    for name in ("record", "run", "check", "ls", "matrix"):
+        assert "--cassettes" in options[name], name
+    for name in ("record", "run", "diff", "check", "show", "ls", "matrix", "merge"):
+        assert "--format" in options[name] and "-f" in options[name], name
+    for name in ("run", "diff", "check", "matrix"):
+        assert "--ignore" in options[name], name
