@@ -77,6 +77,15 @@ def record_scenarios(scenarios: Sequence[Scenario], cassettes: Path, *, force: b
     return out
 
 
+def located(report: ScenarioReport, sc: Scenario, seconds: float) -> ScenarioReport:
+    """Add what CI outputs point at: the time the verdict took and the scenario's file and line."""
+    report.seconds = seconds
+    code = getattr(sc.func, "__code__", None)
+    if sc.path is not None:
+        report.file, report.line = str(sc.path), code.co_firstlineno if code is not None else None
+    return report
+
+
 def python_warning(recorded: Cassette, replayed: Cassette) -> list[str]:
     """A warning when the two sides ran on different Python minors: some libraries behave differently.
 

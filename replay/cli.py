@@ -7,6 +7,7 @@ Exit codes fit CI: 0 nothing changed, 1 a change or violation was found, 2 bad i
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
@@ -293,8 +294,10 @@ def run(
     rules = _pipeline.rules_from(config, ignore or ())
     flag = on_exhausted.value if on_exhausted else None  # the flag, else the scenario's own, else [tool.replay]
     _pipeline.clean_results(out or config.results)
-    reports = [
-        _pipeline.isolated(
+    reports = []
+    for sc in scenarios:
+        started = time.perf_counter()
+        report = _pipeline.isolated(
             sc.id,
             _pipeline.replay_scenario,
             sc,
@@ -306,8 +309,7 @@ def run(
             limits=limits(config),
             level=level.value,
         )
-        for sc in scenarios
-    ]
+        reports.append(_pipeline.located(report, sc, time.perf_counter() - started))
     reports = sorted([*reports, *_import_errors(failures, scenarios)], key=lambda r: r.scenario_id)
     emit(reports, fmt.value, title="harness-replay run")
     if not targets:
@@ -405,7 +407,12 @@ def check(
                 raise ReplayUsageError(f"{t}: no such cassette, directory or recorded scenario id")
             paths += matches
     lim = limits(config)
-    reports = [_without(_pipeline.isolated(str(p), _pipeline.check_cassette, p, limits=lim), ignore or ()) for p in paths]
+    reports = []
+    for p in paths:
+        started = time.perf_counter()
+        report = _without(_pipeline.isolated(str(p), _pipeline.check_cassette, p, limits=lim), ignore or ())
+        report.seconds, report.file = time.perf_counter() - started, str(p)
+        reports.append(report)
     if fmt is Fmt.json:
         from .scrub import redact
 

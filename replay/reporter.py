@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 from xml.sax.saxutils import escape, quoteattr
 
@@ -32,6 +34,11 @@ class ScenarioReport:
     violations, graded against the recording's, are in ``diff.violations``."""
     cassette: str | None = None
     result: str | None = None
+    seconds: float | None = None
+    """Wall time the verdict took (JUnit ``time``)."""
+    file: str | None = None
+    """Where to point a person: the scenario's file (else the cassette), for JUnit and GitHub annotations."""
+    line: int | None = None
 
 
 def _pair(old: Any, new: Any, limit: int = 80) -> tuple[str, str]:
@@ -314,28 +321,85 @@ def markdown(reports: Sequence[ScenarioReport], title: str = "harness-replay") -
 
 
 def junit(reports: Sequence[ScenarioReport], suite: str = "harness-replay") -> str:
-    """One test case per scenario, so CI dashboards show replay results like test results."""
+    """One test case per scenario, so CI dashboards show replay results like test results.
+
+    ``time`` and ``file``/``line`` are the attributes pytest's own JUnit XML carries, which
+    dashboards use for durations and links to the source.
+    """
     c = summary_counts(reports)
+    total = sum(r.seconds or 0.0 for r in reports)
     out = [
         '<?xml version="1.0" encoding="utf-8"?>',
         f'<testsuites><testsuite name={quoteattr(xml_text(suite))} tests="{len(reports)}" '
-        f'failures="{c["changed"]}" errors="{c["error"]}" skipped="0">',
+        f'failures="{c["changed"]}" errors="{c["error"]}" skipped="0" time="{total:.3f}">',
     ]
     for r in reports:
         classname, _, name = r.scenario_id.rpartition("/")
         classname, name = xml_text(classname or suite), xml_text(name or r.scenario_id)
-        out.append(f"<testcase classname={quoteattr(classname)} name={quoteattr(name)}>")
+        where = "".join(
+            [
+                f" file={quoteattr(xml_text(_relative(r.file, Path.cwd())))}" if r.file else "",
+                f' line="{r.line}"' if r.line is not None else "",
+            ]
+        )
+        out.append(f'<testcase classname={quoteattr(classname)} name={quoteattr(name)} time="{r.seconds or 0.0:.3f}"{where}>')
         body = "\n".join(visible(line) for line in diff_lines(r.diff)) if r.diff is not None else ""
         body += "".join(f"\nviolation: {visible(v.describe())}" for v in r.violations)
         if r.status == "error":
             out.append(f"<error message={quoteattr(xml_text(r.error or 'error'))}>{escape(xml_text(body))}</error>")
         elif r.status == "changed":
-            first = diff_lines(r.diff, details=False)[0] if r.diff is not None else "changed"
-            msg = next((ln for ln in body.splitlines() if ln.startswith(_FAILING)), first)
-            out.append(f"<failure message={quoteattr(xml_text(msg))}>{escape(xml_text(body))}</failure>")
+            out.append(f"<failure message={quoteattr(xml_text(_headline(r, body)))}>{escape(xml_text(body))}</failure>")
         out.append("</testcase>")
     out.append("</testsuite></testsuites>")
     return "\n".join(out) + "\n"
+
+
+def _headline(r: ScenarioReport, body: str) -> str:
+    first = diff_lines(r.diff, details=False)[0] if r.diff is not None else "changed"
+    return next((ln for ln in body.splitlines() if ln.startswith(_FAILING)), first)
+
+
+def _relative(file: str, root: Path) -> str:
+    """``file`` relative to ``root`` when inside it (links and annotations resolve against the checkout)."""
+    path, root = Path(file).resolve(), root.resolve()
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else file
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def github_annotations(reports: Sequence[ScenarioReport]) -> list[str]:
+    """``::error file=…,line=…,title=…::…`` for each changed or failed scenario, shown on the PR's diff.
+
+    Paths are relative to the checkout (``GITHUB_WORKSPACE``, else the working directory), as
+    GitHub matches them against the files of the commit.
+    """
+    root = Path(os.environ.get("GITHUB_WORKSPACE") or Path.cwd()).resolve()
+    out = []
+    for r in reports:
+        if r.status == "same":
+            continue
+        props = []
+        if r.file:
+            props.append(f"file={_escape_property(_relative(r.file, root))}")
+            if r.line is not None:
+                props.append(f"line={r.line}")
+        title = f"harness-replay: {r.scenario_id} {'error' if r.status == 'error' else 'changed'}"
+        props.append(f"title={_escape_property(title)}")
+        if r.status == "error":
+            message = r.error or "error"
+        else:
+            lines = diff_lines(r.diff, details=False) if r.diff is not None else []
+            lines += [f"violation: {v.describe()}" for v in r.violations]
+            message = "\n".join(lines[:20]) or "changed"
+        message = "\n".join(visible(line) for line in message.splitlines())  # cassette text is untrusted
+        out.append(f"::error {','.join(props)}::{_escape_data(message)}")
+    return out
 
 
 _FAILING = ("violation:", "violation (new)", "violation (worse)")
@@ -364,3 +428,7 @@ def emit(reports: Sequence[ScenarioReport], fmt: Format, console: Console | None
         print_text(reports, console)
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         write_step_summary(markdown(reports, title))
+    if os.environ.get("GITHUB_ACTIONS") == "true":  # the runner reads workflow commands from stdout and stderr alike
+        stream = sys.stdout if fmt == "text" else sys.stderr  # keep JSON/JUnit/Markdown on stdout parseable
+        for line in github_annotations(reports):
+            print(line, file=stream)

@@ -1,0 +1,54 @@
+"""`replay run` in CI: JUnit carries time, file and line; GitHub annotations point at the scenario."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def changed(cli, write_scenario, project: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for name in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "GITHUB_WORKSPACE"):
+        monkeypatch.delenv(name, raising=False)
+    path = write_scenario(keep=2)
+    assert cli("record").code == 0
+    write_scenario(keep=3)
+    return path
+
+
+def _scenario_line(path: Path) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if line.startswith("@scenario"))
+
+
+def test_junit_has_time_file_and_line(cli, changed: Path) -> None:
+    r = cli("run", "--format", "junit")
+    assert r.code == 1
+    suite = ET.fromstring(r.out).find("testsuite")
+    assert suite is not None and float(suite.get("time", "-1")) > 0
+    (case,) = suite.findall("testcase")
+    assert float(case.get("time", "-1")) > 0
+    assert case.get("file") == "scenarios/simple.py"
+    assert case.get("line") == str(_scenario_line(changed))
+    assert case.find("failure") is not None
+
+
+def test_github_annotations_point_at_the_scenario(cli, changed: Path, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_WORKSPACE", str(project))
+    text = cli("run")
+    (annotation,) = [ln for ln in text.out.splitlines() if ln.startswith("::error ")]
+    line = _scenario_line(changed)
+    assert annotation.startswith(f"::error file=scenarios/simple.py,line={line},title=harness-replay%3A simple/compact changed::")
+    assert "::requests per role: " in annotation and "%0A" in annotation and "\n" not in annotation
+
+    # machine formats stay parseable: the annotation goes to stderr
+    junit = cli("run", "--format", "junit")
+    ET.fromstring(junit.out)
+    assert junit.err.startswith("::error file=scenarios/simple.py")
+
+
+def test_no_annotations_outside_github_actions(cli, changed: Path) -> None:
+    r = cli("run")
+    assert "::error" not in r.out + r.err
