@@ -9,7 +9,7 @@ from importlib.metadata import version
 
 import pytest
 
-from replay.cli import command
+from replay.cli import build_command as command
 
 COMMANDS = sorted(command().commands)
 

@@ -64,7 +64,7 @@ def test_junit_and_markdown(cli, write_scenario, project: Path, tmp_path: Path, 
     summary = tmp_path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     junit = cli("run", "--format", "junit").out
-    assert '<testcase classname="simple" name="compact">' in junit and "<failure" not in junit
+    assert '<testcase classname="simple" name="compact" time="' in junit and "<failure" not in junit
     md = cli("run", "--format", "markdown").out
     assert "| `simple/compact` | ✅ same |" in md
     assert "simple/compact" in summary.read_text()
