@@ -35,6 +35,7 @@ import msgpack
 from .cassette import AgentRunRecord, Cassette, Exchange, is_harness_module
 from .differ import message_label
 from .errors import ReplayError, ReplayUsageError
+from .histories import ORIGIN as OBSERVED
 from .histories import as_requests
 from .normaliser import Normaliser, digest
 from .recorder import estimate, load_messages
@@ -405,6 +406,8 @@ def _is_compaction(c: Cassette, ex: Exchange) -> bool:
     if ex.kind == "compact_messages":
         return True
     origin = c.header.roles.get(ex.role, "")
+    if origin == OBSERVED:  # a history handed over with run.observe_messages, whatever its name
+        return False
     return "compaction" in (origin if is_harness_module(origin) else ex.role)
 
 

@@ -119,3 +119,11 @@ def test_a_history_that_changes_is_a_diff_and_in_the_normalised_form() -> None:
     assert change.path == "observations.history:compacted[5]" and change.new is None
     assert normalise(a).as_json()["histories"][0]["name"] == "compacted"
     assert "histories" not in normalise(load(ROOT / "cassettes" / "seed000" / "long.cassette")).as_json()
+
+
+def test_a_history_named_like_a_compaction_is_not_a_summarizer_call() -> None:
+    from replay import invariants
+
+    c = as_requests(_cassette(1).model_copy(update={"histories": [HistoryRecord(name="after_compaction", messages=[0], after=1)]}))
+    (observed,) = [e for e in c.exchanges if e.role == "observed:after_compaction"]
+    assert not invariants._is_compaction(c, observed)
