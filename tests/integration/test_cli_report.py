@@ -101,7 +101,8 @@ def test_committed_example_reports_hold_the_seed_figures() -> None:
     assert "| requests per role | main 4, summarizing_compaction 1 | main 2, summarizing_compaction 2 |" in blank
     assert "system-prompt 'Summary of previous conversation:\\\\n\\\\n' | user-prompt" in blank
     pred = (docs / "seed003-reused_id_one_return.md").read_text()
-    assert pred.count("is_provider_valid True, but 1 tool call (add, c1) has no result") == 2
+    row = next(line for line in pred.splitlines() if line.startswith("| violations |"))
+    assert row.count("predicate_verdict is_provider_valid[0]: is_provider_valid True, but 1 tool call (add, c1) has no result") == 2
     assert "### Controls: the other scenarios of `scenarios/seed003_is_provider_valid.py`" in pred
     for report in (long, blank, pred):
         assert "replay report " in report and "/work/" not in report  # the command; no absolute paths
