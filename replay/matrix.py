@@ -502,13 +502,10 @@ def merge_results(docs: Sequence[tuple[str, Result]]) -> Result:
 
 
 def load_results(paths: Sequence[Path]) -> list[tuple[str, Result]]:
-    out = []
-    for p in paths:
-        try:
-            out.append((str(p), json.loads(p.read_text(encoding="utf-8"))))
-        except (OSError, ValueError) as exc:
-            raise ReplayUsageError(f"{p}: cannot read matrix results: {exc}") from None
-    return out
+    """Each file read with a bound and checked against the results schema (``replay._shards``)."""
+    from ._shards import load_shard
+
+    return [(str(p), load_shard(p)) for p in paths]
 
 
 # --------------------------------------------------------------------------- rendering

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import ExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -301,18 +302,40 @@ def _apply(manager: Any, event: Any) -> None:
         manager.handle_part(vendor_part_id=event.index, part=event.delta.apply(part))
 
 
+_offline_lock = threading.Lock()
+_offline_depth = 0
+_offline_saved: tuple[bool, ExitStack] | None = None
+
+
 @contextmanager
 def offline() -> Iterator[None]:
-    """No real model request can happen: pydantic-ai's switch off, placeholder keys for constructors."""
+    """No real model request can happen: pydantic-ai's switch off, placeholder keys for constructors.
+
+    The switch and the keys are process-wide while scenarios may replay in several threads
+    (pytest-xdist workers do not share a process, threads do): the first to enter saves the
+    state and the last to leave restores it, so one thread's exit never re-enables requests
+    under another, and the state afterwards is what it was before.
+    """
+    global _offline_depth, _offline_saved
     from pydantic_ai import models
 
-    previous = models.ALLOW_MODEL_REQUESTS
-    models.ALLOW_MODEL_REQUESTS = False
+    with _offline_lock:
+        if _offline_depth == 0:
+            stack = ExitStack()
+            stack.enter_context(placeholder_keys())
+            _offline_saved = (models.ALLOW_MODEL_REQUESTS, stack)
+        _offline_depth += 1
+        models.ALLOW_MODEL_REQUESTS = False
     try:
-        with placeholder_keys():
-            yield
+        yield
     finally:
-        models.ALLOW_MODEL_REQUESTS = previous
+        with _offline_lock:
+            _offline_depth -= 1
+            if _offline_depth == 0 and _offline_saved is not None:
+                previous, stack = _offline_saved
+                _offline_saved = None
+                models.ALLOW_MODEL_REQUESTS = previous
+                stack.close()
 
 
 async def replay_async(

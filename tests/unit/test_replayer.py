@@ -199,3 +199,44 @@ def test_order_is_given_up_when_the_replay_stops_following_it(monkeypatch: pytes
     response = asyncio.run(source.respond(_call("a"), _exchange("a")))  # "b" is never asked
     assert response.parts[0].content == "a"
     assert [d.kind for d in source.divergences] == ["order"]
+
+
+def test_offline_from_two_threads_restores_the_switch_and_keys() -> None:
+    """Issue 13: entering offline() from two threads left ALLOW_MODEL_REQUESTS wrong afterwards."""
+    import os
+    import threading
+
+    from pydantic_ai import models
+
+    from replay._placeholders import KEYS
+    from replay.replayer import offline
+
+    key = next(k for k in KEYS if not os.environ.get(k))
+    before = models.ALLOW_MODEL_REQUESTS
+    models.ALLOW_MODEL_REQUESTS = True
+    entered = [threading.Event(), threading.Event()]
+    leave = [threading.Event(), threading.Event()]
+    seen: list[tuple[str, bool, bool]] = []
+
+    def worker(i: int) -> None:
+        with offline():
+            entered[i].set()
+            leave[i].wait(5)
+        seen.append((f"t{i} left", models.ALLOW_MODEL_REQUESTS, bool(os.environ.get(key))))
+
+    try:
+        t0 = threading.Thread(target=worker, args=(0,))
+        t1 = threading.Thread(target=worker, args=(1,))
+        t0.start()
+        entered[0].wait(5)
+        t1.start()
+        entered[1].wait(5)
+        leave[0].set()  # the first in leaves first: the second must stay offline
+        t0.join(5)
+        assert models.ALLOW_MODEL_REQUESTS is False and os.environ.get(key)
+        leave[1].set()
+        t1.join(5)
+        assert seen == [("t0 left", False, True), ("t1 left", True, False)]
+        assert models.ALLOW_MODEL_REQUESTS is True and not os.environ.get(key)
+    finally:
+        models.ALLOW_MODEL_REQUESTS = before

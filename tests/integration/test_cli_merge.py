@@ -1,0 +1,96 @@
+"""`replay merge` (and `replay html`, which reads the same files): a malformed shard file is one line, exit 2.
+
+Shard files come from other CI jobs: the issue found tracebacks on 4 of 9 malformed files.
+Each kind below breaks one thing the merge or the renderers rely on.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+def _valid() -> dict[str, Any]:
+    cell = {"status": "changed", "violations": [], "new_violations": [], "roles": {"main": [2, 3]}, "lost": ["m1"],
+            "changed_requests": ["main[1]"], "outcome": [{"status": "ok"}, {"status": "ok"}],
+            "observation_changes": [{"path": "observations.x", "old": 1, "new": 2}], "observations": ["x"]}
+    return {
+        "changed": True,
+        "summary": {"same": 1, "changed": 1, "error": 0},
+        "matrix": 1,
+        "shard": "1/2",
+        "grid": {"scenarios": ["a", "b"], "versions": ["0.54.0", "0.62.0"]},
+        "versions": [{"spec": "0.54.0", "label": "0.54.0", "status": "reused", "harness": "0.54.0"},
+                     {"spec": "0.62.0", "label": "0.62.0", "status": "skipped"}],
+        "scenarios": {"a": {"0.54.0": cell}, "b": {"0.54.0": {"status": "same", "violations": [], "new_violations": []}}},
+    }
+
+
+def _mutate(fn: Callable[[dict[str, Any]], Any]) -> bytes:
+    doc = copy.deepcopy(_valid())
+    fn(doc)
+    return json.dumps(doc).encode()
+
+
+MALFORMED: dict[str, bytes] = {
+    "not json": b"{\"matrix\": 1, \"grid\": ",
+    "not utf-8": b"{\"matrix\": 1, \"x\": \"\xff\xfe\"}",
+    "a json array": b"[1, 2, 3]",
+    "no matrix field": _mutate(lambda d: d.pop("matrix")),
+    "another format version": _mutate(lambda d: d.update(matrix=2)),
+    "grid of the wrong type": _mutate(lambda d: d.update(grid="0.54.0")),
+    "versions rows without spec": _mutate(lambda d: d["versions"][0].pop("spec")),
+    "a cell that is not an object": _mutate(lambda d: d["scenarios"]["a"].update({"0.54.0": "same"})),
+    "an unknown cell status": _mutate(lambda d: d["scenarios"]["a"]["0.54.0"].update(status="maybe")),
+    "cell fields of the wrong type": _mutate(lambda d: d["scenarios"]["a"]["0.54.0"].update(roles={"main": 5}, lost="m1")),
+    "observation change without path": _mutate(lambda d: d["scenarios"]["a"]["0.54.0"]["observation_changes"][0].pop("path")),
+    "a cell outside the grid": _mutate(lambda d: d["scenarios"]["a"].update({"9.9.9": {"status": "same"}})),
+    "a scenario outside the grid": _mutate(lambda d: d["scenarios"].update({"zzz": {}})),
+    "nested too deeply": b"[" * 100_000 + b"]" * 100_000,
+    "empty file": b"",
+}
+
+
+@pytest.mark.parametrize("kind", list(MALFORMED), ids=list(MALFORMED))
+@pytest.mark.parametrize("command", ["merge", "html"])
+def test_malformed_shard_is_one_line_exit_2(kind: str, command: str, tmp_path: Path, cli: Callable[..., Any]) -> None:
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(_valid()))
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(MALFORMED[kind])
+    args = (command, str(good), str(bad)) + (("--out", str(tmp_path / "r.html")) if command == "html" else ())
+    result = cli(*args, cwd=tmp_path)
+    assert result.code == 2, (kind, result)
+    lines = result.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"replay: error: {bad}"), result.err
+    assert "Traceback" not in result.err + result.out
+    assert not (tmp_path / "r.html").exists()  # nothing half-written
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs os.mkfifo (POSIX) for the FIFO case")
+@pytest.mark.parametrize("kind", ["fifo", "directory", "symlink to /dev/zero", "missing"])
+def test_shard_that_is_not_a_regular_file_is_refused(kind: str, tmp_path: Path, cli: Callable[..., Any]) -> None:
+    bad = tmp_path / "bad.json"
+    if kind == "fifo":
+        os.mkfifo(bad)
+    elif kind == "directory":
+        bad.mkdir()
+    elif kind == "symlink to /dev/zero":
+        bad.symlink_to("/dev/zero")
+    result = cli("merge", str(bad), cwd=tmp_path)
+    assert result.code == 2, result
+    assert result.err.strip().startswith(f"replay: error: {bad}") and len(result.err.strip().splitlines()) == 1
+
+
+def test_valid_shards_still_merge(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(_valid()))
+    result = cli("merge", str(good), "--format", "json", cwd=tmp_path)
+    assert result.code == 1, result.err  # one changed cell
+    assert json.loads(result.out)["summary"]["changed"] == 1
