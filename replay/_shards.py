@@ -134,7 +134,8 @@ def load_shard(path: Path) -> dict[str, Any]:
     try:
         data = read_bounded(path, MAX_BYTES)
     except CassetteError as exc:
-        raise ReplayUsageError(str(exc).replace("not a cassette", "not a results file")) from None
+        problem = exc.problem.replace("no such cassette", "no such file").replace("not a cassette", "not a results file")
+        raise ReplayUsageError(f"{path}: cannot read matrix results: {problem}") from None
     try:
         doc = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
