@@ -29,7 +29,7 @@ from typing import Any
 
 from . import __version__, _envs
 from . import matrix as mx
-from ._determinism import first_difference, normalised_bytes
+from ._determinism import describe_difference, first_difference, normalised_bytes
 from .cassette import Cassette, cassette_path, load
 from .errors import CassetteError, ReplayUsageError
 from .scenario import ImportFailure, declared, discover
@@ -215,6 +215,7 @@ def _trial(req: Request, k: int, progress: Callable[[dict[str, int]], mx.Progres
                     entry.update(facts(c))
                     entry["violations"] = checked.get(sid, []) + checked.get("", [])
                     entry["normalised"] = normalised_bytes(paths[sid]).decode()
+                    entry["path"] = str(paths[sid])
                     if sid == req.subject.id:
                         entry["sent"] = sent_text(c)
                 except CassetteError as exc:
@@ -233,11 +234,14 @@ def _verdict(scenarios: dict[str, Any]) -> str:
 
 
 def _trial_difference(a: dict[str, Any], b: dict[str, Any]) -> str:
+    """Where a later trial first parts from trial 1: the call, by role and ordinal, and what differs."""
     for sid in sorted(a):
         x, y = a[sid], b.get(sid, {})
         if x.get("normalised") != y.get("normalised") and x.get("normalised") and y.get("normalised"):
-            where = first_difference(json.loads(x["normalised"]), json.loads(y["normalised"]))
-            return f"{sid}: {where}"
+            try:
+                return f"{sid}: {describe_difference(load(x['path']), load(y['path']))}"
+            except (CassetteError, KeyError):
+                return f"{sid}: {first_difference(json.loads(x['normalised']), json.loads(y['normalised']))}"
         for key in ("violations", "error", "status"):
             if x.get(key) != y.get(key):
                 return f"{sid}: {key}"
@@ -279,7 +283,7 @@ def build(req: Request, progress: Callable[[dict[str, int]], mx.Progress] = mx.m
                 "trials": [{"trial": k + 1, "verdict": d} for k, d in enumerate(digests)],
                 "identical": differ is None,
                 "first_difference": None if differ is None else _trial_difference(first, per_trial[differ]["scenarios"]),
-                "scenarios": {sid: {k: val for k, val in e.items() if k != "normalised"} for sid, e in first.items()},
+                "scenarios": {sid: {k: val for k, val in e.items() if k not in ("normalised", "path")} for sid, e in first.items()},
             }
         )
     try:

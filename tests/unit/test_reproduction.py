@@ -141,3 +141,17 @@ def test_what_each_version_sent_is_in_a_collapsed_block() -> None:
     assert "### What each version sent (`a/b`, trial 1)" in md
     assert "<details><summary><code>0.54.0</code>: every request and answer</summary>\n\n````text\n== main[0] request\n  ``` odd\n````" in md
     assert "<code>0.62.0</code>: every request" not in md
+
+
+def test_trials_that_differ_name_the_call(tmp_path: Path) -> None:
+    from replay._determinism import normalised_bytes
+    from replay.cassette import save
+
+    one = CAS / "seed000" / "long.cassette"
+    c = load(one)
+    (second,) = [ex for ex in c.exchanges if ex.role == "main" and ex.index == 1]
+    second.messages = second.messages[:-1]  # as if a trial had sent one message less
+    two = save(c, tmp_path / "long.cassette")
+    entry = lambda p: {"normalised": normalised_bytes(p).decode(), "path": str(p)}  # noqa: E731
+    where = rp._trial_difference({"seed000/long": entry(one)}, {"seed000/long": entry(two)})
+    assert where.startswith("seed000/long: main[1]")
