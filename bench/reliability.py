@@ -5,7 +5,9 @@
            handcrafted huge lengths, deep nesting and every msgpack ext type): every
            case must end in a Cassette or CassetteError, within bounded time.
 * kills  — a writer SIGKILLed at random points: the file is always one complete cassette.
-* secrets — 20+ credential shapes seeded into a recorded scenario: none found on disk.
+* secrets — 45+ credential shapes in 20+ places, recorded with the env vars set, replayed in every
+           format with and without them: none found on disk or in any output, verdict always same.
+* guard  — every probe of tests/guard_probes.py refused (or answered locally / reported).
 * determinism — ``replay record --check-determinism 3`` over every bundled scenario.
 
 The generators live in tests/ (hostile.py, torture.py, secret_shapes.py) so the unit
@@ -112,21 +114,50 @@ def kills(tmp: Path) -> None:
 
 
 def secrets(tmp: Path) -> None:
+    """Seeded secrets (tests/secret_shapes.py): recorded with the variables set, replayed in every
+    format with and without them; every file written and every output scanned (base64 decoded too)."""
     (tmp / "pyproject.toml").write_text("[tool.replay]\n")
-    env = {**os.environ, **secret_shapes.prepare(tmp)}
-    proc = replay_cli("record", "secrets/leaky", cwd=tmp, env=env)
-    path = cassette_path(tmp / "cassettes", "secrets/leaky")
-    if proc.returncode != 0 or not path.exists():
-        report("secrets", f"recording failed: {proc.stderr.strip()[-200:]}", False)
+
+    def runner(args: list[str], changes: dict[str, str | None]) -> tuple[int, str, str]:
+        env = dict(os.environ)
+        for name, value in changes.items():
+            if value is None:
+                env.pop(name, None)
+            else:
+                env[name] = value
+        proc = replay_cli(*args, cwd=tmp, env=env)
+        return proc.returncode, proc.stdout, proc.stderr
+
+    started = time.perf_counter()
+    try:
+        fig = secret_shapes.check(tmp, runner)
+    except RuntimeError as exc:
+        report("secrets", str(exc)[-300:], False)
         return
-    seeded = secret_shapes.seeded()
-    found = secret_shapes.leaks(path.read_bytes(), seeded)
-    shapes = len({s.name for s in secret_shapes.shapes()})
+    on_disk = sum(len(v) for k, v in fig.leaks.items() if not k.startswith(("run ", "show ", "step summary")))
+    in_outputs = fig.found - on_disk
+    same = sum(v == "same" for v in fig.verdicts.values())
     report(
         "secrets",
-        f"{shapes} shapes + {len(seeded) - shapes} header-only values seeded "
-        f"(prompt, extra_headers, tool result, output, ${secret_shapes.ENV_NAME}); found on disk: {len(found)}",
-        shapes >= 20 and not found,
+        f"{fig.shapes} shapes x {fig.places} places ({fig.seeded} values); found on disk {on_disk} "
+        f"({fig.files} files), in outputs {in_outputs} ({fig.outputs} outputs + step summary), with and without "
+        f"the env vars; verdict same in {same}/{len(fig.verdicts)} runs ({time.perf_counter() - started:.0f}s)",
+        fig.shapes >= 45 and fig.places >= 20 and fig.found == 0 and same == len(fig.verdicts),
+    )
+
+
+def guard() -> None:
+    """Every way tests/guard_probes.py knows to reach the network, each under a fresh guard."""
+    import guard_probes
+
+    results = guard_probes.run_all()
+    refused = [name for name, ok, _ in results if ok]
+    missed = [f"{name}: {why}" for name, ok, why in results if not ok]
+    report(
+        "guard",
+        f"probes refused {len(refused)} of {len(results)} (resolvers, _socket, sendto/sendmsg, asyncio, httpx, "
+        "swallowed errors, *.localhost, subprocesses)" + (f"; missed {missed[0][:200]}" if missed else ""),
+        not missed,
     )
 
 
@@ -155,6 +186,7 @@ def main() -> int:
         fuzz(base / "fuzz")
         kills(base / "kills")
         secrets(base / "secrets")
+    guard()
     determinism()
     failed = [name for name, _, ok in RESULTS if not ok]
     print(f"{'FAIL' if failed else 'PASS'}: {len(RESULTS) - len(failed)}/{len(RESULTS)} in {time.perf_counter() - started:.0f}s")
