@@ -699,12 +699,16 @@ def report(
     with_: Annotated[
         list[str] | None, typer.Option("--with", help="Extra requirement for every env, as for `replay matrix` (repeatable).")
     ] = None,
+    python: Annotated[
+        list[str] | None,
+        typer.Option("--python", help="Python to replay under, as for `replay matrix` (repeatable): one column per (python, harness)."),
+    ] = None,
 ) -> None:
     """A reproduction report for one scenario on several harness versions, ready to paste into an issue."""
     from . import _envs
     from . import reproduction as rp
 
-    versions = _envs.parse_versions(harness)
+    versions = _envs.with_pythons(_envs.parse_versions(harness), python or ())
     config = _config()
     _project_on_path(config)
     subject = rp.locate(target, config.scenarios)
@@ -718,6 +722,7 @@ def report(
         with_=(*config.matrix_with, *(with_ or ())),
         jobs=jobs,
         env_dir=env_dir,
+        pythons=tuple(python or ()),
     )
     data = rp.build(request)
     text = rp.emit(data, fmt.value, out)

@@ -83,6 +83,8 @@ class Request:
     extra_args: tuple[str, ...] = ()
     jobs: int | None = None
     env_dir: Path | None = None
+    pythons: tuple[str, ...] = ()
+    """``--python`` as given (the versions already carry it), to repeat in the commands."""
 
 
 # --------------------------------------------------------------------------- facts
@@ -322,16 +324,18 @@ def _relative(path: Path, base: Path) -> str:
 
 def commands(req: Request) -> list[str]:
     """The commands that redo this report, and one version by hand without this command."""
-    versions = " ".join(f"--harness {v.spec}" for v in req.versions)
+    harness = dict.fromkeys(v.spec.split("@", 1)[0] for v in req.versions)
+    options = [f"--harness {h}" for h in harness] + [f"--python {p}" for p in req.pythons]
     lines = [
         "uv venv && uv pip install -e .   # harness-replay from this checkout",
-        f"replay report {req.subject.id} {versions} --trials {req.trials}",
+        f"replay report {req.subject.id} {' '.join(options)} --trials {req.trials}",
         "# or one version by hand:",
     ]
     v = req.versions[0]
     ids = " ".join(sorted(req.targets.values()))
+    interpreter = f" --python {v.python}" if v.python else ""
     lines += [
-        f"uv venv /tmp/h-{v.label} && uv pip install --python /tmp/h-{v.label}/bin/python -e . '{v.requirement}'",
+        f"uv venv{interpreter} /tmp/h-{v.label} && uv pip install --python /tmp/h-{v.label}/bin/python -e . '{v.requirement}'",
         f"/tmp/h-{v.label}/bin/replay run {ids} --out /tmp/h-{v.label}-results",
         f"/tmp/h-{v.label}/bin/replay check /tmp/h-{v.label}-results",
     ]

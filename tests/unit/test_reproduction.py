@@ -155,3 +155,13 @@ def test_trials_that_differ_name_the_call(tmp_path: Path) -> None:
     entry = lambda p: {"normalised": normalised_bytes(p).decode(), "path": str(p)}  # noqa: E731
     where = rp._trial_difference({"seed000/long": entry(one)}, {"seed000/long": entry(two)})
     assert where.startswith("seed000/long: main[1]")
+
+
+def test_commands_repeat_the_python_axis() -> None:
+    from replay._envs import parse_versions, with_pythons
+
+    versions = with_pythons(parse_versions(["0.54.0", "0.62.0"]), ["3.12"])
+    req = rp.Request(subject=rp.Subject("a/b", Path("a.py"), []), targets={"a/b": "a/b"}, versions=versions, pythons=("3.12",))
+    lines = rp.commands(req)
+    assert lines[1] == "replay report a/b --harness 0.54.0 --harness 0.62.0 --python 3.12 --trials 3"
+    assert lines[3].startswith("uv venv --python 3.12 /tmp/h-0.54.0-py3.12 && ")
