@@ -193,7 +193,7 @@ class MessageCache:
         entries = self._entries
         for message in messages:
             entry = entries.get(id(message))
-            if entry is not None and entry[0] is message and (_unchanged(entry[1]) or _only_stamped(entry[1])):
+            if entry is not None and entry[0] is message and _still_valid(entry[1]):
                 out.append(entry[2])
                 continue
             missing.append((len(out), message))
@@ -207,11 +207,19 @@ class MessageCache:
                 watched: list[tuple[Any, Any, bool]] = []
                 try:
                     _watch(message, watched)
-                except _Opaque:
+                except (_Opaque, RecursionError):
                     continue
                 entries[id(message)] = (message, watched, index)
         self.hits += len(out) - len(missing)
         return out
+
+
+def _still_valid(watched: list[tuple[Any, Any, bool]]) -> bool:
+    """Whether the dump taken earlier still describes the message; any doubt means dump again."""
+    try:
+        return _unchanged(watched) or _only_stamped(watched)
+    except Exception:  # a field's __eq__ raising, a RecursionError on absurd nesting: not worth a recording
+        return False
 
 
 def _unchanged(watched: list[tuple[Any, Any, bool]]) -> bool:

@@ -305,3 +305,30 @@ def test_unchanged_history_is_dumped_once() -> None:
     # with its run id after the request (same stored message: the stamp is not part of it)
     assert session.cache.misses <= len(past) + 5
     assert len(session.cassette.messages) == len(past)
+
+
+def test_messages_the_cache_cannot_watch_are_dumped_every_time() -> None:
+    """A tool result holding a pydantic model (slotted: its changes cannot be watched cheaply)
+    is never served from the cache: a change made to it between requests is recorded."""
+    from pydantic import BaseModel
+    from pydantic_ai.messages import ToolReturnPart
+
+    class Box(BaseModel):
+        value: str
+
+    box = Box(value="before")
+    past: list[ModelMessage] = [
+        ModelRequest(parts=[UserPromptPart("look it up")]),
+        ModelResponse(parts=[ToolCallPart("lookup", {"q": "x"}, tool_call_id="c1")]),
+        ModelRequest(parts=[ToolReturnPart("lookup", box, tool_call_id="c1")]),
+        text("found"),
+    ]
+    agent = Agent(FunctionModel(lambda messages, info: text("ok")))
+    session = Session()
+    with session_scope(session):
+        agent.run_sync("first", message_history=past)
+        box.value = "after"
+        agent.run_sync("second", message_history=past)
+    first, second = _sent(session, 0), _sent(session, 1)
+    assert first[2]["parts"][0]["content"] == {"value": "before"}
+    assert second[2]["parts"][0]["content"] == {"value": "after"}
