@@ -109,32 +109,71 @@ _LEAVES: frozenset[type] = frozenset(
 )
 
 
-def _watch(value: Any, out: list[tuple[Any, Any, bool]]) -> None:
-    """Add to ``out`` what must be compared later to know that ``value`` is unchanged.
+class _Watched:
+    """What must be compared later to know that a message is unchanged since it was dumped.
 
-    Each entry is ``(thing, copy, is_object)``: an object's ``__dict__`` (or a container)
-    and a copy taken now. Immutable leaves need nothing; plain JSON-like containers are
-    deep-copied (compared later at C speed); dataclass objects inside (usage, parts) are
-    watched field by field. Anything else is :class:`_Opaque`.
+    ``objects`` are the message and every object reachable from it (parts, usage, ...), each
+    compared by its ``__dict__`` against a shallow copy taken at dump time (``object_copies``);
+    ``containers`` are the dicts and lists among their fields, each against a deep copy when
+    it holds only immutable leaves, else a shallow one with its items watched in turn. Both
+    checks are one list comparison each, done by CPython's C code.
     """
-    cls = type(value)
-    if cls in _LEAVES or isinstance(value, enum.Enum):
-        return
-    if cls is dict or cls is list or cls is tuple:
-        plain = _plain_copy(value)
-        if plain is not None:
-            out.append((value, plain, False))
+
+    __slots__ = ("containers", "container_copies", "object_copies", "objects")
+
+    def __init__(self) -> None:
+        self.objects: list[Any] = []
+        self.object_copies: list[dict[str, Any]] = []
+        self.containers: list[Any] = []
+        self.container_copies: list[Any] = []
+
+    def add(self, value: Any) -> None:
+        """Watch ``value``; raises :class:`_Opaque` for what cannot be watched cheaply."""
+        cls = type(value)
+        if cls in _LEAVES or isinstance(value, enum.Enum):
             return
-        out.append((value, cls(value) if cls is not dict else dict(value), False))
-        for item in value.values() if cls is dict else value:
-            _watch(item, out)
-        return
-    fields = getattr(value, "__dict__", None)
-    if type(fields) is not dict or getattr(type(value), "__slots__", None):
-        raise _Opaque
-    out.append((value, dict(fields), True))
-    for item in fields.values():
-        _watch(item, out)
+        if cls is dict or cls is list or cls is tuple:
+            plain = _plain_copy(value)
+            self.containers.append(value)
+            if plain is not None:
+                self.container_copies.append(plain)
+                return
+            self.container_copies.append(dict(value) if cls is dict else cls(value))
+            for item in value.values() if cls is dict else value:
+                self.add(item)
+            return
+        fields = getattr(value, "__dict__", None)
+        if type(fields) is not dict or getattr(type(value), "__slots__", None):
+            raise _Opaque
+        self.objects.append(value)
+        self.object_copies.append(dict(fields))
+        for item in fields.values():
+            self.add(item)
+
+    def unchanged(self) -> bool:
+        return [o.__dict__ for o in self.objects] == self.object_copies and self.containers == self.container_copies
+
+    def only_stamped(self) -> bool:
+        """Whether the only change is pydantic-ai stamping ``run_id``/``conversation_id`` on the
+        message after its request (the interned form leaves them out, see
+        ``CassetteBuilder.message``): then the copy is brought up to date and the index kept."""
+        message, copy = self.objects[0], self.object_copies[0]
+        fields = message.__dict__
+        if fields.keys() != copy.keys() or self.containers != self.container_copies:
+            return False
+        if [o.__dict__ for o in self.objects[1:]] != self.object_copies[1:]:
+            return False
+        if any(fields[k] is not v and fields[k] != v for k, v in copy.items() if k not in _RUN_STAMPS):
+            return False
+        self.object_copies[0] = dict(fields)
+        return True
+
+    def still_valid(self) -> bool:
+        """Whether the dump taken earlier still describes the message; any doubt means dump again."""
+        try:
+            return self.unchanged() or self.only_stamped()
+        except Exception:  # a field's __eq__ raising, a RecursionError on absurd nesting: not worth a recording
+            return False
 
 
 def _plain_copy(value: Any) -> Any:
@@ -183,7 +222,7 @@ class MessageCache:
 
     def __init__(self, builder: CassetteBuilder) -> None:
         self.builder = builder
-        self._entries: dict[int, tuple[Any, list[tuple[Any, Any, bool]], int]] = {}
+        self._entries: dict[int, tuple[Any, _Watched, int]] = {}
         self.hits = 0
         self.misses = 0
 
@@ -193,7 +232,7 @@ class MessageCache:
         entries = self._entries
         for message in messages:
             entry = entries.get(id(message))
-            if entry is not None and entry[0] is message and _still_valid(entry[1]):
+            if entry is not None and entry[0] is message and entry[1].still_valid():
                 out.append(entry[2])
                 continue
             missing.append((len(out), message))
@@ -204,43 +243,14 @@ class MessageCache:
             for (slot, message), data in zip(missing, dumped, strict=True):
                 index = self.builder.message(data)
                 out[slot] = index
-                watched: list[tuple[Any, Any, bool]] = []
+                watched = _Watched()
                 try:
-                    _watch(message, watched)
+                    watched.add(message)
                 except (_Opaque, RecursionError):
                     continue
                 entries[id(message)] = (message, watched, index)
         self.hits += len(out) - len(missing)
         return out
-
-
-def _still_valid(watched: list[tuple[Any, Any, bool]]) -> bool:
-    """Whether the dump taken earlier still describes the message; any doubt means dump again."""
-    try:
-        return _unchanged(watched) or _only_stamped(watched)
-    except Exception:  # a field's __eq__ raising, a RecursionError on absurd nesting: not worth a recording
-        return False
-
-
-def _unchanged(watched: list[tuple[Any, Any, bool]]) -> bool:
-    for thing, copy, is_object in watched:
-        if (thing.__dict__ if is_object else thing) != copy:
-            return False
-    return True
-
-
-def _only_stamped(watched: list[tuple[Any, Any, bool]]) -> bool:
-    """Whether the only change is pydantic-ai stamping ``run_id``/``conversation_id`` on a message
-    after its request (the interned form leaves them out, see ``CassetteBuilder.message``): then
-    the copy is brought up to date and the message keeps its index."""
-    message, copy, _ = watched[0]
-    fields = message.__dict__
-    if fields.keys() != copy.keys() or not _unchanged(watched[1:]):
-        return False
-    if any(fields[k] is not v and fields[k] != v for k, v in copy.items() if k not in _RUN_STAMPS):
-        return False
-    watched[0] = (message, dict(fields), True)
-    return True
 
 
 # --------------------------------------------------------------------------- sources
