@@ -528,11 +528,11 @@ def bench_imports(quick: bool) -> None:
         ratio_line("7b replay show", samples, "import pydantic_ai", "replay show", 0.3, sec)
         detail(f"whole processes, wall time; baseline `python -c 'import pydantic_ai'`; show of a {small.stat().st_size} B cassette")
         samples = interleave({
-            "without plugin": proc(python, "-m", "pytest", "-q", "-p", "no:replay", "test_plain.py"),
+            "without plugin": proc(python, "-m", "pytest", "-q", "-p", "no:harness_replay", "test_plain.py"),
             "with plugin": proc(python, "-m", "pytest", "-q", "test_plain.py"),
         }, rounds, clock=time.perf_counter)
         ratio_line("7c pytest + plugin", samples, "without plugin", "with plugin", 1.05, sec)
-        detail("pytest on one test that uses no cassette, with the harness-replay plugin vs `-p no:replay`")
+        detail("pytest on one test that uses no cassette, with the harness-replay plugin vs `-p no:harness_replay`")
         loaded = subprocess.run([python, "-c", "import sys, replay.plugin; print(sorted({m.split('.')[0] for m in sys.modules} & "
                                  "{'pydantic', 'pydantic_core', 'pydantic_ai', 'deepdiff', 'rich', 'msgpack'}))"],
                                 capture_output=True, text=True, check=True).stdout.strip()
