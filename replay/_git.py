@@ -13,7 +13,6 @@ from __future__ import annotations
 import shlex
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 from .errors import ReplayUsageError
@@ -23,14 +22,29 @@ CONFIG_KEY = "diff.replay.textconv"
 
 
 def default_textconv() -> str:
-    """``replay show --normalized`` when ``replay`` is on PATH, else this interpreter's ``-m replay``.
+    """``replay show --normalized``: portable, so the same line works in every clone and on every machine.
 
-    The fallback keeps the driver working from a venv that is not activated; git config
-    is per clone, so an absolute interpreter path there is fine.
+    An absolute interpreter path would tie the driver to one checkout's venv; git runs the
+    command with the PATH of whoever runs ``git diff``, so ``replay`` must be on it then
+    (an activated venv, ``uv run git diff``, or ``--textconv`` with a command of your own).
     """
-    if shutil.which("replay"):
-        return "replay show --normalized"
-    return f"{shlex.quote(sys.executable)} -m replay show --normalized"
+    return "replay show --normalized"
+
+
+IGNORE_LINE = ".replay/"
+"""Replay results, matrix environments and caches: large (tens of MB) and rebuilt on demand."""
+
+
+def ensure_gitignore(directory: Path) -> bool:
+    """Add ``.replay/`` to ``directory/.gitignore`` unless an equivalent line is there; True when it changed."""
+    path = directory / ".gitignore"
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    if any(line.strip() in (".replay", ".replay/", "/.replay", "/.replay/") for line in text.splitlines()):
+        return False
+    if text and not text.endswith("\n"):
+        text += "\n"
+    path.write_text(text + IGNORE_LINE + "\n", encoding="utf-8")
+    return True
 
 
 def _has_driver(line: str) -> bool:

@@ -563,6 +563,13 @@ def save(cassette: Cassette, path: str | os.PathLike[str]) -> Path:
     return write_atomic(Path(path), data)
 
 
+def _umask() -> int:
+    """The process umask (only readable by setting it; put straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path: Path, data: bytes) -> Path:
     """Write ``data`` to ``path`` through a temp file in the same folder; an unwritable
     place is one :class:`CassetteError` naming it, with no temp file left behind."""
@@ -573,6 +580,7 @@ def write_atomic(path: Path, data: bytes) -> Path:
     except OSError as exc:
         raise CassetteError(path, f"cannot write: {exc.strerror or exc}") from None
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a cassette is a project file like any other
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()

@@ -637,13 +637,15 @@ def init(
         str | None, typer.Option("--textconv", help="Command git runs on a cassette (default: replay show --normalized).")
     ] = None,
 ) -> None:
-    """Make `git diff` show cassettes as readable text: .gitattributes line + git textconv driver."""
+    """Set up a project: `git diff` shows cassettes as text (.gitattributes + textconv), .replay/ is git-ignored."""
     from . import _git
 
     here = Path.cwd()
     command = textconv or _git.default_textconv()
     changed = _git.ensure_gitattributes(here)
     typer.echo(f"{'added to' if changed else 'already in'} .gitattributes: {_git.ATTRIBUTE_LINE}")
+    changed = _git.ensure_gitignore(here)
+    typer.echo(f"{'added to' if changed else 'already in'} .gitignore: {_git.IGNORE_LINE}")
     if git_config:
         _git.set_git_config(here, command)
         typer.echo(f"set git config {_git.CONFIG_KEY} = {command}")

@@ -111,6 +111,26 @@ def text_lines(cassette: Cassette, *, normalized: bool = False) -> Iterator[str]
         yield visible(line)
 
 
+def _entry(head: str, value: Any, indent: str) -> Iterator[str]:
+    """One field of the normalised view as lines: nested values indented (keys sorted), multi-line
+    strings one line per line, so ``git diff`` of two cassettes marks the very field and line that
+    changed rather than a whole message. Stable: the same cassette always gives the same lines."""
+    if isinstance(value, dict) and value:
+        yield head
+        for key in sorted(value, key=str):
+            yield from _entry(f"{indent}  {key}:", value[key], indent + "  ")
+    elif isinstance(value, list) and value:
+        yield head
+        for item in value:
+            yield from _entry(f"{indent}  -", item, indent + "  ")
+    elif isinstance(value, str) and "\n" in value:
+        yield f"{head} |"
+        for line in value.split("\n"):
+            yield f"{indent}    {line}"
+    else:
+        yield f"{head} {_line(value)}"
+
+
 def _raw_lines(cassette: Cassette, *, normalized: bool = False) -> Iterator[str]:
     h = cassette.header
     yield f"# harness-replay cassette: {h.scenario_id}"
@@ -125,19 +145,19 @@ def _raw_lines(cassette: Cassette, *, normalized: bool = False) -> Iterator[str]
                 for key, value in req.body.items():
                     if key == "messages":
                         for j, m in enumerate(value):
-                            yield f"  messages[{j}] {_line(m)}"
+                            yield from _entry(f"  messages[{j}]:", m, "  ")
                     elif key != "kind":
-                        yield f"  {key} {_line(value)}"
-        yield f"== outcome {_line(n.outcome)}"
+                        yield from _entry(f"  {key}:", value, "  ")
+        yield from _entry("== outcome:", n.outcome, "")
         for o in n.observations:
-            yield f"== observation {o['name']} {_line(o['value'])}"
+            yield from _entry(f"== observation {o['name']}:", o["value"], "")
         for entry in n.histories:
             judged = f" judged {entry['predicate']} -> {_line(entry['verdict'])}" if entry["predicate"] else ""
             yield f"== history {entry['name']}{judged}"
             for j, m in enumerate(entry["source"]):
-                yield f"  source[{j}] {_line(m)}"
+                yield from _entry(f"  source[{j}]:", m, "  ")
             for j, m in enumerate(entry["messages"]):
-                yield f"  messages[{j}] {_line(m)}"
+                yield from _entry(f"  messages[{j}]:", m, "  ")
         return
     for ex in cassette.exchanges:
         est = f" estimate {ex.estimate}" if ex.estimate is not None else ""

@@ -20,10 +20,19 @@ def test_version_names_the_tool_and_what_it_records_against(cli) -> None:
     assert r.out.startswith(f"harness-replay {version('harness-replay')} (pydantic-ai-harness {version('pydantic-ai-harness')}, ")
 
 
-def test_shell_completion_script(cli) -> None:
-    r = subprocess.run([sys.executable, "-m", "replay", "--show-completion", "bash"], capture_output=True, text=True, check=False)
-    assert r.returncode == 0, r.stderr
-    assert "_REPLAY_COMPLETE=complete_bash" in r.stdout
+def _complete(**env: str) -> subprocess.CompletedProcess[str]:
+    import os
+
+    return subprocess.run([sys.executable, "-m", "replay"], capture_output=True, text=True, check=False, env={**os.environ, **env})
+
+
+def test_shell_completion(cli) -> None:
+    script = _complete(_REPLAY_COMPLETE="source_bash")
+    assert script.returncode == 0 and "complete -o default -F _replay_completion replay" in script.stdout
+    words = _complete(_REPLAY_COMPLETE="complete_bash", COMP_WORDS="replay ru", COMP_CWORD="1")
+    assert words.stdout.split() == ["run"]
+    options = _complete(_REPLAY_COMPLETE="complete_bash", COMP_WORDS="replay run --ign", COMP_CWORD="2")
+    assert options.stdout.split() == ["--ignore"]
     assert "--install-completion" in cli("--help").out
 
 

@@ -115,3 +115,34 @@ def test_git_config_outside_a_repository_is_a_usage_error(
     res = cli("init", "--git-config", "--textconv", TEXTCONV)
     assert res.code == 2  # type: ignore[attr-defined]
     assert res.err.startswith("replay: error: git config failed")  # type: ignore[attr-defined]
+
+
+def test_init_writes_a_portable_textconv_and_ignores_dot_replay(repo: Path, cli: Callable[..., object]) -> None:
+    (repo / ".gitignore").write_text("__pycache__/")  # no trailing newline
+    res = cli("init", "--git-config")
+    assert res.code == 0, res.err  # type: ignore[attr-defined]
+    command = git(repo, "config", "diff.replay.textconv").strip()
+    assert command == "replay show --normalized"  # no interpreter path tied to one checkout
+    assert "added to .gitignore: .replay/" in res.out  # type: ignore[attr-defined]
+    assert (repo / ".gitignore").read_text() == "__pycache__/\n.replay/\n"
+    assert (repo / ".gitattributes").read_text().endswith("\n")
+    again = cli("init")
+    assert "already in .gitignore: .replay/" in again.out  # type: ignore[attr-defined]
+    assert (repo / ".gitignore").read_text() == "__pycache__/\n.replay/\n"
+    (repo / ".replay" / "results").mkdir(parents=True)
+    (repo / ".replay" / "results" / "x.cassette").write_bytes(b"x")
+    assert ".replay" not in git(repo, "status", "--porcelain")
+
+
+def test_git_diff_shows_the_changed_line_not_the_whole_message(repo: Path, cli: Callable[..., object]) -> None:
+    cli("init", "--git-config", "--textconv", TEXTCONV)
+    cassette = _record(cli, repo, "What is the capital of France?")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "record")
+    _record(cli, repo, "What is the capital of France, please?")
+    diff = git(repo, "diff", "-U0", "--", str(cassette))
+    removed = [line[1:].strip() for line in diff.splitlines() if line.startswith("-") and not line.startswith("---")]
+    assert 'content: "What is the capital of France?"' in removed, removed
+    # besides the prompt only FunctionModel's usage figure moved (it counts the request's words)
+    assert all(line == 'content: "What is the capital of France?"' or line.startswith("input_tokens: ") for line in removed), removed
+    assert not any("part_kind" in line or "instructions" in line for line in diff.splitlines())

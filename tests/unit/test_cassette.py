@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import msgpack
@@ -153,3 +154,18 @@ def test_atomic_save_leaves_no_temp_files(tmp_path: Path) -> None:
     save(sample(), target)
     save(sample(), target)
     assert sorted(p.name for p in target.parent.iterdir()) == ["b.cassette"]
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o002, 0o664), (0o077, 0o600)])
+def test_cassettes_are_written_like_other_project_files(tmp_path: Path, umask: int, mode: int) -> None:
+    """0644 under the usual umask (mkstemp alone gives 0600, which a teammate's checkout cannot read)."""
+    import stat
+
+    from replay.cassette import write_atomic
+
+    previous = os.umask(umask)
+    try:
+        path = write_atomic(tmp_path / "a" / "x.cassette", b"data")
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(path.stat().st_mode) == mode
