@@ -113,7 +113,7 @@ def text_lines(cassette: Cassette, *, normalized: bool = False) -> Iterator[str]
 
 def _entry(head: str, value: Any, indent: str) -> Iterator[str]:
     """One field of the normalised view as lines: nested values indented (keys sorted), multi-line
-    strings one line per line, so ``git diff`` of two cassettes marks the very field and line that
+    strings one line per line (behind a ``|`` gutter), so ``git diff`` of two cassettes marks the very field and line that
     changed rather than a whole message. Stable: the same cassette always gives the same lines."""
     if isinstance(value, dict) and value:
         yield head
@@ -124,9 +124,9 @@ def _entry(head: str, value: Any, indent: str) -> Iterator[str]:
         for item in value:
             yield from _entry(f"{indent}  -", item, indent + "  ")
     elif isinstance(value, str) and "\n" in value:
-        yield f"{head} |"
-        for line in value.split("\n"):
-            yield f"{indent}    {line}"
+        yield head
+        for line in value.split("\n"):  # each behind a gutter: text from a cassette never starts a line
+            yield f"{indent}    | {line}"
     else:
         yield f"{head} {_line(value)}"
 

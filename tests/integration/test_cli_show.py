@@ -44,3 +44,14 @@ def test_show_bad_file_exit_2(cli, tmp_path: Path) -> None:
     p.write_bytes(b"")
     r = cli("show", p)
     assert r.code == 2 and "empty file" in r.err
+
+
+def test_normalized_view_is_one_field_per_line_and_stable(cli) -> None:
+    """The textconv layout: nested fields indented, a multi-line string one line per line behind a gutter."""
+    target = ROOT / "cassettes" / "seed001" / "keep_user_messages_true.cassette"
+    out = cli("show", "--normalized", target).out
+    assert out == cli("show", "--normalized", target).out
+    lines = out.splitlines()
+    assert "            | Write the summary under these exact section headings, omitting a section only if it has no content:" in lines
+    assert any(line.strip() == 'part_kind: "user-prompt"' for line in lines)
+    assert max(map(len, lines)) < 400  # no message squeezed onto one line
