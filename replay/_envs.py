@@ -323,13 +323,17 @@ def _run(cmd: list[str], timeout: float = 900) -> subprocess.CompletedProcess[st
     )
 
 
-def _tool_requirement(root: Path) -> str:
-    """Install this tool from source when run from a checkout, else the same release."""
+def _tool_requirement(root: Path, cache: Path) -> str:
+    """Install this tool from source when run from a checkout, else a wheel of the very files running.
+
+    Not ``harness-replay==<version>`` from the index: the running build may not be there
+    (a private wheel, a pre-release), and it should be this one in any case.
+    """
     if (root / "pyproject.toml").is_file():
         return str(root)
-    from . import __version__
+    from ._selfwheel import self_wheel
 
-    return f"harness-replay=={__version__}"
+    return str(self_wheel(cache / "_self"))
 
 
 class _InstallError(Exception):
@@ -353,7 +357,7 @@ _PROBE = (
 def _build(info: EnvInfo, spec: VersionSpec, installer: Installer, root: Path, extras: Sequence[str] = ()) -> None:
     path = Path(info.path)
     py = env_python(path)
-    reqs = [_tool_requirement(root), spec.requirement, *extras]
+    reqs = [_tool_requirement(root, path.parent), spec.requirement, *extras]
     if installer.name == "uv":
         base = info.interpreter or sys.executable
         _check(_run([*installer.uv, "venv", "-q", "--python", base, str(path)]), "uv venv")
