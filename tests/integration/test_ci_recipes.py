@@ -1,0 +1,79 @@
+"""The GitHub Actions workflow and the pre-commit hook in the README, read from it and run.
+
+A recipe in a README rots silently; here its commands run against a freshly recorded project,
+as the CI job or the hook would run them (CI=true, GITHUB_ACTIONS=true, no key).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from conftest import ROOT
+
+BIN = Path(sys.executable).parent
+
+
+def readme_yaml(first_line: str) -> Any:
+    blocks = re.findall(r"```yaml\n(.*?)```", (ROOT / "README.md").read_text(encoding="utf-8"), flags=re.S)
+    (block,) = [b for b in blocks if b.startswith(first_line)]
+    return yaml.safe_load(block)
+
+
+@pytest.fixture
+def recorded(cli, write_scenario, project: Path) -> Path:
+    write_scenario()
+    assert cli("record").code == 0
+    return project
+
+
+def _shell(command: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", **env}
+    environ.pop("GITHUB_STEP_SUMMARY", None)
+    return subprocess.run(["bash", "-c", command], cwd=cwd, env=environ, capture_output=True, text=True, timeout=600, check=False)
+
+
+def test_github_workflow_steps_pass_on_a_recorded_project(recorded: Path) -> None:
+    workflow = readme_yaml("# .github/workflows/replay.yml")
+    assert workflow.get("on", workflow.get(True)) == ["pull_request"]  # YAML 1.1 reads a bare `on` as true
+    steps = workflow["jobs"]["replay"]["steps"]
+    assert {s.get("uses", "").split("@")[0] for s in steps} >= {"actions/checkout", "astral-sh/setup-uv", "actions/upload-artifact"}
+    commands = [s["run"] for s in steps if "run" in s]
+    install, *checks = commands
+    assert install.startswith("uv venv && uv pip install")  # the project's own environment: ours stands in for it
+    (recorded / ".venv").symlink_to(BIN.parent)
+    for command in checks:
+        done = _shell(command, recorded, CI="true", GITHUB_ACTIONS="true")
+        assert done.returncode == 0, (command, done.stdout, done.stderr)
+    upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact"))
+    suite = ET.parse(recorded / upload["with"]["path"]).getroot().find("testsuite")
+    assert suite is not None and suite.get("tests") == "1" and suite.get("failures") == "0"
+
+
+def test_workflow_fails_the_job_on_a_change(recorded: Path, write_scenario) -> None:
+    write_scenario(keep=3)
+    (recorded / ".venv").symlink_to(BIN.parent)
+    run_step = [s["run"] for s in readme_yaml("# .github/workflows/replay.yml")["jobs"]["replay"]["steps"] if "run" in s][1]
+    done = _shell(run_step, recorded, CI="true", GITHUB_ACTIONS="true")
+    assert done.returncode == 1
+    assert done.stderr.startswith("::error file=scenarios/simple.py,line=")  # annotated on the PR
+
+
+def test_pre_commit_hook(recorded: Path, write_scenario) -> None:
+    (hook,) = readme_yaml("# .pre-commit-config.yaml")["repos"][0]["hooks"]
+    assert hook["language"] == "system" and hook["pass_filenames"] is False
+    files = re.compile(hook["files"])
+    assert files.search("scenarios/simple.py") and files.search("cassettes/simple/compact.cassette")
+    assert not files.search("src/app.py")
+    assert _shell(shlex.join(shlex.split(hook["entry"])), recorded).returncode == 0
+    write_scenario(keep=3)
+    blocked = _shell(hook["entry"], recorded)
+    assert blocked.returncode == 1 and "CHANGED" in blocked.stdout  # the commit is stopped, with the reason
