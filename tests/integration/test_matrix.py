@@ -325,3 +325,31 @@ def test_python_is_an_axis(env_dir: Path, tmp_path: Path) -> None:
     assert cell["status"] == "same", cell
     assert any("replayed on Python 3.12" in w for w in cell.get("warnings", [])), cell
     assert (tmp_path / "0.62.0-py3.12" / "seed000" / "short.cassette").is_file()
+
+
+@pytest.mark.slow
+def test_two_runs_with_different_keys_share_the_env_cache(cold: dict[str, Any], env_dir: Path, tmp_path: Path) -> None:
+    """Issue 13: run A replays in its 0.62.0 env while run B (another key: --with) builds its own 0.62.0
+    env and prunes the same label; A's env is held, so every cell of both runs gets a verdict."""
+    dep = tmp_path / "dep"
+    (dep / "extra_dep").mkdir(parents=True)
+    (dep / "extra_dep" / "__init__.py").write_text("")
+    (dep / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n'
+        '[project]\nname = "extra-dep"\nversion = "1.0"\n'
+    )
+    env = dict(os.environ, REPLAY_ENV_DIR=str(env_dir), CI="1")
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    base = [sys.executable, "-m", "replay", "matrix", "--harness", "0.62.0", "--format", "json", "--jobs", "1"]
+    a = subprocess.Popen([*base, "seed000", "seed001", "--out", str(tmp_path / "a")], cwd=ROOT, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    b = subprocess.run([*base, "seed000/short", "--with", str(dep), "--out", str(tmp_path / "b")], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=900, check=False)
+    out_a, err_a = a.communicate(timeout=900)
+    for proc_out, err in ((out_a, err_a), (b.stdout, b.stderr)):
+        doc = json.loads(proc_out)
+        errors = {s: c for s, row in doc["scenarios"].items() for c in row.values() if c["status"] == "error"}
+        assert not errors, (errors, err[-2000:])
+    # B's prune ran after A released its env: A's (the module's shared) env is gone only if nobody holds it.
+    keys = {row["key"] for d in (json.loads(out_a), json.loads(b.stdout)) for row in d["versions"]}
+    assert len(keys) == 2
