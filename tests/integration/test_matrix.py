@@ -350,6 +350,6 @@ def test_two_runs_with_different_keys_share_the_env_cache(cold: dict[str, Any], 
         doc = json.loads(proc_out)
         errors = {s: c for s, row in doc["scenarios"].items() for c in row.values() if c["status"] == "error"}
         assert not errors, (errors, err[-2000:])
-    # B's prune ran after A released its env: A's (the module's shared) env is gone only if nobody holds it.
+    # two different keys of one label: B pruned only what nobody held, A never lost its env mid-run
     keys = {row["key"] for d in (json.loads(out_a), json.loads(b.stdout)) for row in d["versions"]}
     assert len(keys) == 2
