@@ -33,10 +33,12 @@ entirely (uvloop's own transports) are not seen.
 from __future__ import annotations
 
 import asyncio.base_events
+import atexit
 import fnmatch
 import ipaddress
 import json
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -340,6 +342,7 @@ def _sitecustomize_dir() -> Path:
         d = Path(tempfile.mkdtemp(prefix="replay-guard-"))
         (d / "sitecustomize.py").write_text(_SITECUSTOMIZE, encoding="utf-8")
         _child_dir = d
+        atexit.register(shutil.rmtree, d, True)  # one small folder per process, gone with it
     return _child_dir
 
 

@@ -400,7 +400,17 @@ def test_outputs_are_scrubbed_whatever_the_report_holds() -> None:
 
 def test_every_cassette_field_is_scrubbed_but_header_ids() -> None:
     """Wire records, names, errors: a field added to the model is covered without listing it."""
-    from replay.cassette import Cassette, ErrorInfo, Exchange, Header, ObservationRecord, Outcome, WireRecord, dumps
+    from replay.cassette import (
+        Cassette,
+        ErrorInfo,
+        Exchange,
+        Header,
+        HistoryRecord,
+        ObservationRecord,
+        Outcome,
+        WireRecord,
+        dumps,
+    )
     from replay.scrub import scrub_cassette
 
     secret, keyed = CASES[3][1], rand(26)
@@ -419,6 +429,7 @@ def test_every_cassette_field_is_scrubbed_but_header_ids() -> None:
                      error=ErrorInfo(type="ValueError", message=f"password={keyed}"))
         ],
         observations=[ObservationRecord(name=f"obs {secret}", value=1)],
+        histories=[HistoryRecord(name=f"h {secret}", predicate="p", verdict={"why": f"password={keyed}"})],
         outcome=Outcome(output="ok"),
     )
     out = scrub_cassette(c, ScrubConfig(env={}))
