@@ -432,31 +432,24 @@ def _resolvers(module: Any) -> list[tuple[str, Callable[..., Any]]]:
         _note_resolved(host, infos)
         return infos
 
-    def gethostbyname(host: Any) -> Any:
-        name = _host_str(host)
-        _check(name, None)
-        if _under_localhost(name):
-            return "127.0.0.1"
-        return orig_gethostbyname(host)
+    def by_name(orig: Callable[[Any], Any], local: Callable[[str], Any]) -> Callable[[Any], Any]:
+        """``gethostbyname``-like: one host argument; ``local`` answers names under localhost."""
 
-    def gethostbyname_ex(host: Any) -> Any:
-        name = _host_str(host)
-        _check(name, None)
-        if _under_localhost(name):
-            return name, [], ["127.0.0.1"]
-        return orig_gethostbyname_ex(host)
+        def wrapper(host: Any) -> Any:
+            name = _host_str(host)
+            _check(name, None)
+            return local(name) if _under_localhost(name) else orig(host)
 
-    def gethostbyaddr(host: Any) -> Any:
-        name = _host_str(host)
-        _check(name, None)
-        if _under_localhost(name):
-            return name, [], ["127.0.0.1"]
-        return orig_gethostbyaddr(host)
+        return wrapper
 
     def getnameinfo(sockaddr: Any, flags: int) -> Any:
         if isinstance(sockaddr, tuple) and sockaddr:
             _check(sockaddr[0], sockaddr[1] if len(sockaddr) > 1 else None)
         return orig_getnameinfo(sockaddr, flags)
+
+    gethostbyname = by_name(orig_gethostbyname, lambda name: "127.0.0.1")
+    gethostbyname_ex = by_name(orig_gethostbyname_ex, lambda name: (name, [], ["127.0.0.1"]))
+    gethostbyaddr = by_name(orig_gethostbyaddr, lambda name: (name, [], ["127.0.0.1"]))
     return [
         ("getaddrinfo", getaddrinfo),
         ("gethostbyname", gethostbyname),
