@@ -255,13 +255,13 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _at(value: Any, path: str) -> Any:
-    """The value at a :func:`first_difference` path, or a marker when one side lacks it."""
-    for key, index in re.findall(r"\.?([^.\[\]]+)|\[(\d+)\]", path):
+def value_at(value: Any, path: str, absent: Any = "<absent>") -> Any:
+    """The value at a :func:`first_difference` path, or ``absent`` when that side lacks it."""
+    for key, index in re.findall(r"\.?([^.\[\]]+)|\[(\d+)\]", "" if path == "<root>" else path):
         try:
             value = value[int(index)] if index else value[key]
         except (KeyError, IndexError, TypeError):
-            return "<absent>"
+            return absent
     return value
 
 
@@ -292,7 +292,7 @@ def describe_difference(a: Cassette, b: Cassette) -> str:
                 return f"{label} and {other[0]}[{other[1]}] swapped places (each sent what the other sent)"
         va, vb = json.loads(x), json.loads(y)
         where = first_difference(va, vb) or "<root>"
-        return f"{label} differs at {where}: {_short(_at(va, where))} → {_short(_at(vb, where))}"
+        return f"{label} differs at {where}: {_short(value_at(va, where))} → {_short(value_at(vb, where))}"
     seq = [[(ex.role, ex.index) for ex in sorted(c.exchanges, key=lambda ex: ex.seq)] for c in (a, b)]
     for i, (x, y) in enumerate(zip(*seq)):
         if x != y:

@@ -529,7 +529,7 @@ def cell_lines(cell: Cell) -> list[str]:
             text = ", ".join(lost[:4]) + (f" +{len(lost) - 4}" if len(lost) > 4 else "")
             lines.append(f"lost {text}")
         if cell.get("outcome"):
-            lines.append(f"outcome {_outcome_word(cell['outcome'][0])} → {_outcome_word(cell['outcome'][1])}")
+            lines.append(_outcome_line(cell["outcome"]))
         for c in cell.get("observation_changes", [])[:2]:
             name = c["path"].removeprefix("observations.").removeprefix("observations")
             lines.append(f"observation {name} {_short_value(c.get('old'))}→{_short_value(c.get('new'))}")
@@ -569,6 +569,22 @@ def _outcome_word(outcome: Any) -> str:
     if outcome.get("status") != "ok" and isinstance(error, dict):
         return str(error.get("type") or "error").rsplit(".", 1)[-1]
     return str(outcome.get("status") or "-")
+
+
+def _outcome_line(pair: Any) -> str:
+    """``outcome UnexpectedModelBehavior → ok``; when the status is the same, where the output differs."""
+    a, b = (pair[0], pair[1]) if isinstance(pair, (list, tuple)) and len(pair) == 2 else (None, None)
+    wa, wb = _outcome_word(a), _outcome_word(b)
+    if wa != wb or not isinstance(a, dict) or not isinstance(b, dict):
+        return f"outcome {wa} → {wb}"
+    from ._determinism import first_difference, value_at
+
+    where = first_difference(a.get("output"), b.get("output"))
+    if where is None:
+        return "outcome changed"
+    path = "output" if where == "<root>" else f"output.{where}".replace(".[", "[")
+    old, new = value_at(a.get("output"), where, None), value_at(b.get("output"), where, None)
+    return f"outcome {path} {_short_value(old)}→{_short_value(new)}"
 
 
 def _short_value(value: Any, limit: int = 24) -> str:

@@ -407,3 +407,12 @@ def test_changed_cell_names_observations_and_the_outcome_error() -> None:
     assert "outcome UnexpectedModelBehavior → ok" in lines
     assert "observation note_alpha_in_history true→false" in lines and "observation turns 3→4" in lines
     assert "2 more observations changed" in lines
+
+
+def test_outcome_with_the_same_status_names_where_the_output_differs() -> None:
+    """seed003/* on 0.52.0 printed `outcome ok → ok`: say which part of the output changed."""
+    pair = [{"status": "ok", "output": {"core dangling calls": 1, "valid": True}},
+            {"status": "ok", "output": {"core dangling calls": None, "valid": True}}]
+    assert mx._outcome_line(pair) == "outcome output.core dangling calls 1→null"
+    assert mx._outcome_line([{"status": "ok", "output": "a"}, {"status": "ok", "output": "b"}]) == "outcome output a→b"
+    assert mx._outcome_line([{"status": "ok", "output": [1, 2]}, {"status": "ok", "output": [1, 3]}]) == "outcome output[1] 2→3"
