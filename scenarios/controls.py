@@ -1,4 +1,4 @@
-"""Controls for the invariant checks: scenarios on which no compaction check may report anything.
+"""Controls for the invariant checks: scenarios on which no check may report anything.
 
 - ``controls/reminders_planning``: ``SystemReminders`` and ``Planning`` without any compaction. The
   reminder stays in the history but (request-scoped on 0.62) is sent with its own request only,
