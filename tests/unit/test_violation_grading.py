@@ -178,3 +178,22 @@ def test_incremental_estimates_equal_the_harness_estimate_of_each_request() -> N
                 logical = v.logical.ids[: v.length]
                 assert v.logical.estimate(v.length) == invariants._exact(index.expand(logical))
     assert checked > 150
+
+
+def test_a_sliding_window_without_summarizer_is_still_a_compaction() -> None:
+    """Seed 000's control: SlidingWindowCompaction alone grows 19 to 46 (responses dropped, a receipt added)."""
+    c = load(NEW / "seed000" / "window_only.cassette")
+    (v,) = invariants.run_checks(c, only=["compaction_grew_request"])
+    assert v.evidence["before"] == 19 and v.evidence["after"] == [46]
+    index = invariants._Index(c)
+    (view,) = index.views()["main"]
+    assert not index.window(-1, view.exchange.seq) and index.compacted(view, False)
+
+
+def test_word_runs_are_found_whole_and_in_order() -> None:
+    grams = invariants._Grams(invariants._TOKEN.findall("User: U1, then U10 and A10. retained note kept here"))
+    tokens = invariants._TOKEN.findall
+    assert grams.has(tokens("U1")) and grams.has(tokens("U10")) and not grams.has(tokens("U11"))
+    assert grams.has(tokens("retained note kept here")) and grams.has(tokens("then U10 and A10."))
+    assert not grams.has(tokens("note retained kept here"))  # the same words in another order
+    assert not grams.has(tokens("U1 U10"))
