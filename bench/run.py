@@ -358,6 +358,95 @@ def bench_diff(quick: bool) -> None:
     detail(f"replay.differ.diff includes normalising both cassettes; {len(d1.requests)} requests reported changed")
 
 
+# --------------------------------------------------------------------------- 5c-5d: `replay diff` of a real recording at scale
+
+
+def _child_cpu(cmd: list[str], timeout: float, cwd: Path, failures: list[str]) -> Callable[[], None]:
+    def go() -> None:
+        try:
+            done = subprocess.run(cmd, check=False, capture_output=True, cwd=cwd, timeout=timeout, text=True)
+            if done.returncode not in (0, 1):
+                failures.append(f"{Path(cmd[0]).name} exited {done.returncode}: {done.stderr.strip()[-200:]}")
+        except subprocess.TimeoutExpired:
+            failures.append(f"did not finish in {timeout:.0f}s")  # killed; what it used until then still counts
+    return go
+
+
+def _children_clock() -> float:
+    """CPU time of finished child processes (user + system): whole processes, unmoved by other load."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+DIFF_TIMEOUT = 600.0
+"""Seconds one `replay diff` of the 10k workload may take before its line fails as 'did not finish'."""
+
+
+def bench_diff_scale(quick: bool) -> None:
+    """`replay diff` of a real multi-role recording with run records: linear, and vs a naive DeepDiff.
+
+    Workload (bench/_diffload.py): the realistic scenario recorded at 10,000 requests (three roles,
+    a run record per agent run), 2,500 its prefix; B is a re-run of A (new timestamps and ids
+    everywhere, one main answer in 50 edited, so every request re-sending it differs). Each sample
+    is a child process (so a stage that does not finish is cut off by a timeout, not the bench).
+    """
+    import _diffload
+
+    from replay import cassette as cas
+
+    big = _diffload.recording(10_000)
+    work = Path(tempfile.mkdtemp(prefix="replay-bench-diff-"))
+    try:
+        paths: dict[int, tuple[str, str]] = {}
+        for n in (2_500, 10_000):
+            a = _diffload.prefix(big, n)
+            b, _ = _diffload.rerun(a)
+            paths[n] = (str(cas.save(a, work / f"a{n}.cassette")), str(cas.save(b, work / f"b{n}.cassette")))
+        stages: dict[str, list[dict[str, float]]] = {"2.5k": [], "10k": []}
+
+        def staged(n: int, name: str) -> Callable[[], None]:
+            def go() -> None:
+                try:
+                    done = subprocess.run([sys.executable, str(HERE / "_diffload.py"), *paths[n]], capture_output=True,
+                                          text=True, cwd=ROOT, timeout=DIFF_TIMEOUT)
+                    stages[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+                except (subprocess.TimeoutExpired, IndexError, ValueError):
+                    stages[name].append({"did not finish": DIFF_TIMEOUT})
+            return go
+
+        rounds = 2 if quick else 3
+        interleave({"2.5k": staged(2_500, "2.5k"), "10k": staged(10_000, "10k")}, rounds, clock=_children_clock)
+        totals = {k: [sum(v for s, v in st.items() if s != "requests changed") for st in runs] for k, runs in stages.items()}
+        finished = not any("did not finish" in st for runs in stages.values() for st in runs)
+        ratio = statistics.median(totals["10k"]) / statistics.median(totals["2.5k"])
+        line("5c diff linear 2.5k→10k", spread(totals["2.5k"], sec), spread(totals["10k"], sec), ratio, "<=4.5",
+             finished and ratio <= 4.5, note="" if finished else f"a run did not finish in {DIFF_TIMEOUT:.0f}s")
+        for k, runs in stages.items():
+            keys = [s for s in runs[0] if s != "requests changed"]
+            parts = ", ".join(f"{s} {sec(statistics.median(r.get(s, 0.0) for r in runs))}" for s in keys)
+            detail(f"{k}: {parts}; {int(runs[0].get('requests changed', -1))} requests reported changed")
+        detail("CPU of `replay diff` after start-up (load both, normalise + align + diff, graded invariant checks, JSON), "
+               "each sample in a child process; 4x the requests must cost <= 4.5x")
+
+        replay_exe = str(Path(sys.executable).parent / "replay")
+        a10, b10 = paths[10_000]
+        (work / "pyproject.toml").write_text(_diffload.CONFIG)  # the loader bound a 10k realistic recording needs
+        failed: list[str] = []
+        samples = interleave({
+            "naive DeepDiff": _child_cpu([sys.executable, "-c", _diffload.NAIVE, a10, b10], DIFF_TIMEOUT, work, []),
+            "replay diff": _child_cpu([replay_exe, "diff", a10, b10, "--format", "json"], DIFF_TIMEOUT, work, failed),
+        }, rounds, clock=_children_clock)
+        naive, ours = statistics.median(samples["naive DeepDiff"]), statistics.median(samples["replay diff"])
+        line("5d diff vs naive 10k", spread(samples["naive DeepDiff"], sec), spread(samples["replay diff"], sec),
+             naive / ours, ">=10", not failed and naive / ours >= 10,
+             note="ratio = speed-up; whole processes, CPU of the child (user+sys); naive = decode both files + DeepDiff "
+                  "excluding timestamp/run_id/conversation_id/created_at" + (f"; replay diff FAILED: {failed[0]}" if failed else ""))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 # --------------------------------------------------------------------------- 6: matrix warm start
 
 
@@ -683,6 +772,8 @@ def main() -> int:
         bench_load(args.quick)
     if want("5"):
         bench_diff(args.quick)
+    if want("5") or want("5c"):
+        bench_diff_scale(args.quick)
     if want("6"):
         bench_matrix(args.quick)
     if want("6") or want("6c"):

@@ -15,10 +15,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from deepdiff import DeepDiff
-
 from ..cassette import Cassette
-from ..normaliser import NormalCassette, NormalRequest, Rules, digest, normalise, schema_for
+from ..normaliser import NormalCassette, NormalRequest, Rules, digest, normalise, paused_gc, schema_for
 from ..wire.cache import CacheChange, Price, RequestCost, Tokenizer, Tokens, request_costs, total
 from ..wire.cache import compare as compare_cache
 from ..wire.compare import WireChange
@@ -181,6 +179,8 @@ def _changes(prefix: str, a: Any, b: Any) -> list[Change]:
     """Field diffs of two small values, paths under ``prefix``."""
     if a == b:
         return []
+    from deepdiff import DeepDiff  # imported when something differs: an all-same diff never pays for it
+
     dd = DeepDiff(a, b, view="tree", verbose_level=2, threshold_to_diff_deeper=0)
     out: list[Change] = []
     for report, items in dd.tree.items():
@@ -312,6 +312,18 @@ def diff(
     tokenizer: Tokenizer | None = None,
 ) -> Diff:
     """Compare two cassettes; ``tokenizer`` (``[tool.replay] tokenizer``) sizes the prompt-cache figures."""
+    with paused_gc():
+        return _diff(a, b, rules, a_label, b_label, tokenizer)
+
+
+def _diff(
+    a: Cassette | NormalCassette,
+    b: Cassette | NormalCassette,
+    rules: Rules,
+    a_label: str,
+    b_label: str,
+    tokenizer: Tokenizer | None,
+) -> Diff:
     # Each side strips the defaults its own version declares, plus the other side's for
     # fields its version never had (schema growth in either direction).
     ca = a.source if isinstance(a, NormalCassette) else a
