@@ -367,6 +367,7 @@ def _diff(
                 if not rd.changes and not rd.entries:
                     continue
             requests.append(rd)
+    requests += _histories(na, nb, differ, rules)
     outcome = (na.outcome, nb.outcome) if na.outcome != nb.outcome else None
     costs_a, costs_b = request_costs(na.source, tokenizer), request_costs(nb.source, tokenizer)
     observations = _changes("observations", _obs(na), _obs(nb)) if _obs(na) != _obs(nb) else []
@@ -401,10 +402,40 @@ def _warnings(a: Cassette, b: Cassette) -> list[str]:
 
 
 def _obs(n: NormalCassette) -> dict[str, Any]:
-    """Observations by name; a history handed to the checks counts as one, ``history:<name>`` (its messages)."""
+    """Observations by name (histories are compared as requests: :func:`_histories`)."""
     out: dict[str, Any] = {}
     for o in n.observations:
         out.setdefault(o["name"], []).append(o["value"])
-    for h in n.histories:
-        out.setdefault(f"history:{h['name']}", []).append(h["messages"])
     return {k: v[0] if len(v) == 1 else v for k, v in out.items()}
+
+
+def _history_requests(n: NormalCassette) -> dict[tuple[str, int], NormalRequest]:
+    """Histories handed to the checks (``run.observe_messages``), as requests of role ``history:<name>``."""
+    out: dict[tuple[str, int], NormalRequest] = {}
+    for h, record in zip(n.histories, n.source.histories, strict=False):
+        role = f"history:{h['name']}"
+        index = sum(1 for r, _ in out if r == role)
+        ids = list(record.messages)
+        body = {"kind": "history", "messages": h["messages"]}
+        out[(role, index)] = NormalRequest(role, index, "history", body, digest([n.message_digests[i] for i in ids]), ids)
+    return out
+
+
+def _histories(na: NormalCassette, nb: NormalCassette, differ: _Differ, rules: Rules) -> list[RequestDiff]:
+    """Observed histories aligned message by message like requests: a prompt a compaction
+    dropped is one removed entry, a summary that changed wrapper is rewrapped, not lost."""
+    ha, hb = _history_requests(na), _history_requests(nb)
+    out: list[RequestDiff] = []
+    for key in sorted(set(ha) | set(hb), key=lambda k: (natural_key(k[0]), k[1])):
+        qa, qb = ha.get(key), hb.get(key)
+        if qa is not None and qb is not None and qa.digest == qb.digest:
+            continue
+        rd = RequestDiff(key[0], key[1], "changed" if qa and qb else ("removed" if qa else "added"))
+        rd.messages_a = len(qa.message_ids) if qa else None
+        rd.messages_b = len(qb.message_ids) if qb else None
+        if qa and qb:
+            rd.entries, rd.changes = differ.request(key[0], key[1], qa, qb, na, nb, rules)
+            if not rd.changes and not rd.entries:
+                continue
+        out.append(rd)
+    return out

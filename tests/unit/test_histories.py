@@ -115,8 +115,9 @@ def test_a_history_that_changes_is_a_diff_and_in_the_normalised_form() -> None:
     b.histories[0].messages = b.histories[0].messages[:-1]  # as 0.54.0 does: U11 dropped from the result
     d = diff(a, b)
     assert d.changed
-    (change,) = [c for c in d.observations if c.path.startswith("observations.history:compacted")]
-    assert change.path == "observations.history:compacted[5]" and change.new is None
+    (req,) = [r for r in d.requests if r.role == "history:compacted"]  # aligned like a request (trust-diff)
+    assert [(e.kind, e.path) for e in req.entries] == [("removed", "messages[5]")] and req.lost == ["U11"]
+    assert not d.observations
     assert normalise(a).as_json()["histories"][0]["name"] == "compacted"
     assert "histories" not in normalise(load(ROOT / "cassettes" / "seed000" / "long.cassette")).as_json()
 
