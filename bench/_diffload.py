@@ -149,6 +149,12 @@ def stages(a: Path, b: Path) -> dict[str, float]:
 
     out: dict[str, float] = {}
     t = time.process_time()
+    import deepdiff  # noqa: F401  (a constant cost: timed apart, so the sizes compare work, not imports)
+    import pydantic_ai  # noqa: F401
+    import pydantic_ai_harness.compaction  # noqa: F401
+
+    imports = time.process_time() - t
+    t = time.process_time()
     ca, cb = load(a), load(b)
     out["load"] = time.process_time() - t
     t = time.process_time()
@@ -162,6 +168,7 @@ def stages(a: Path, b: Path) -> dict[str, float]:
     reports_json([ScenarioReport(ca.header.scenario_id or "s", "changed" if d.changed else "same", diff=d)])
     out["json"] = time.process_time() - t
     out["requests changed"] = len(d.requests)
+    out["imports (not counted)"] = imports
     return out
 
 
