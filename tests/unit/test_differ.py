@@ -56,3 +56,18 @@ def test_timestamps_do_not_count() -> None:
     a.messages[0]["timestamp"] = "2026-01-01T00:00:00Z"
     b.messages[0]["timestamp"] = "2027-01-01T00:00:00Z"
     assert not diff(a, b).changed
+
+
+def test_an_instructions_only_change_is_a_field_diff_not_a_loss_with_the_same_text() -> None:
+    from replay.reporter import diff_lines
+
+    long_prompt = "You are a context summarization assistant. " * 4
+    a, b = cassette([[long_prompt + "U1"]]), cassette([[long_prompt + "U1"]])
+    a.messages[a.exchanges[0].messages[0]]["instructions"] = "Summarise. Keep names."
+    b.messages[b.exchanges[0].messages[0]]["instructions"] = "Summarise. Keep names and paths."
+    (req,) = diff(a, b).requests
+    assert req.lost == [] and req.gained == []
+    assert [c.path for c in req.changes] == ["main[0].messages[0].instructions"]
+    lines = diff_lines(diff(a, b))
+    assert "  main[0].messages[0].instructions: Summarise. Keep names. → Summarise. Keep names and paths." in lines
+    assert not [ln for ln in lines if "lost" in ln or "gained" in ln or "summarization" in ln]
