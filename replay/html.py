@@ -15,11 +15,18 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from html import escape
+from html import escape as _html_escape
 from pathlib import Path
 from typing import Any
 
+from ._untrusted import visible
+
 __all__ = ["fill_from_results", "render_html"]
+
+
+def escape(text: str) -> str:
+    """Results quote cassettes (scenario ids, errors, role names): markup-escaped, controls made visible."""
+    return _html_escape(visible(str(text)))
 
 _STATUS_CLASS = {"same": "same", "changed": "changed", "error": "error"}
 _PALETTE = ("#d9480f", "#1971c2", "#2f9e44", "#7048e8", "#c2255c", "#0c8599", "#e67700", "#5c940d")

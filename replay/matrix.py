@@ -615,8 +615,13 @@ def _title(result: Result) -> str:
 
 def render_text(result: Result) -> None:
     from rich.console import Console
-    from rich.markup import escape as esc
+    from rich.markup import escape as rich_escape
     from rich.table import Table
+
+    from ._untrusted import visible
+
+    def esc(text: str) -> str:  # cells quote cassettes and env output: controls visible, markup inert
+        return rich_escape(visible(text))
 
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     labels = _label_of(result)
@@ -643,7 +648,11 @@ def _cells(row: dict[str, Any], specs: list[str], render: Callable[[Cell, list[s
 
 
 def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Cassette or environment text inside a Markdown table cell or code span: controls visible,
+    no cell or span break-out."""
+    from ._untrusted import visible
+
+    return visible(text).replace("|", "\\|").replace("`", "'")
 
 
 def render_markdown(result: Result) -> str:
@@ -671,6 +680,11 @@ def render_markdown(result: Result) -> str:
 
 def render_junit(result: Result) -> str:
     """One suite per version, one case per scenario, so dashboards show the matrix as tests."""
+    from ._untrusted import xml_text
+
+    def _qa(text: str) -> str:
+        return quoteattr(xml_text(text))
+
     labels = _label_of(result)
     out = ['<?xml version="1.0" encoding="utf-8"?>', "<testsuites>"]
     for spec in result["grid"]["versions"]:
@@ -679,18 +693,18 @@ def render_junit(result: Result) -> str:
             continue
         c = _counts(cell for _, cell in cells)
         out.append(
-            f'<testsuite name={quoteattr("harness " + labels.get(spec, spec))} tests="{len(cells)}" '
+            f'<testsuite name={_qa("harness " + labels.get(spec, spec))} tests="{len(cells)}" '
             f'failures="{c["changed"]}" errors="{c["error"]}" skipped="0">'
         )
         for sid, cell in cells:
             classname, _, name = sid.rpartition("/")
-            out.append(f"<testcase classname={quoteattr(classname or 'replay')} name={quoteattr(name or sid)}>")
+            out.append(f"<testcase classname={_qa(classname or 'replay')} name={_qa(name or sid)}>")
             body = "\n".join(cell_lines(cell))
             if cell["status"] == "error":
-                out.append(f"<error message={quoteattr(cell.get('error') or 'error')}>{escape(body)}</error>")
+                out.append(f"<error message={_qa(cell.get('error') or 'error')}>{escape(xml_text(body))}</error>")
             elif cell["status"] == "changed":
                 out.append(
-                    f"<failure message={quoteattr(' / '.join(cell_lines(cell)[1:3]) or 'changed')}>{escape(body)}</failure>"
+                    f"<failure message={_qa(' / '.join(cell_lines(cell)[1:3]) or 'changed')}>{escape(xml_text(body))}</failure>"
                 )
             out.append("</testcase>")
         out.append("</testsuite>")
@@ -704,7 +718,9 @@ def emit(result: Result, fmt: str) -> None:
 
     result = redact(result)  # cells carry replay output from other environments: scrub before any medium
     if fmt == "json":
-        print(json.dumps(result, indent=2, default=str))
+        from ._untrusted import dumps_json
+
+        print(dumps_json(result, indent=2))
     elif fmt == "markdown":
         print(render_markdown(result), end="")
     elif fmt == "junit":

@@ -192,3 +192,16 @@ def test_escape_helper_is_what_show_uses() -> None:
 
     text = render_text(loads(hostile_cassette()))
     assert text == "".join(visible(line) + "\n" for line in text.splitlines())
+
+
+def test_html_report_escapes_cassette_strings() -> None:
+    from replay.html import render_html
+
+    sid = "evil/<script>alert(1)</script>"
+    doc = {
+        "versions": [{"spec": "0.62.0", "label": "0.62.0\x1b[2J"}],
+        "scenarios": {sid: {"0.62.0": {"status": "error", "error": "boom\x1b]0;x\x07 <img src=x>"}}},
+    }
+    page = render_html(doc)
+    assert "<script>alert" not in page and "<img src" not in page
+    assert_clean(page.replace("\n", ""), "html")
