@@ -9,6 +9,10 @@
            format with and without them: none found on disk or in any output, verdict always same.
 * guard  — every probe of tests/guard_probes.py refused (or answered locally / reported).
 * determinism — ``replay record --check-determinism 3`` over every bundled scenario.
+* commands — issue 13: 20,000+ hostile cassettes (wrong shapes, hostile text, random
+           values; devices, FIFOs) through show, show --normalized, show --format json,
+           ls, check, diff, run and merge: no traceback, no raw terminal escape, exit 2
+           for what cannot be read, no command over 5 s CPU; a sample on a real pty.
 
 The generators live in tests/ (hostile.py, torture.py, secret_shapes.py) so the unit
 suite runs a fast subset of exactly the same cases.
@@ -28,7 +32,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "bench")]
 
 import hostile  # noqa: E402
 import secret_shapes  # noqa: E402
@@ -176,14 +180,52 @@ def determinism() -> None:
         print(f"        {line}")
 
 
+CASES = int(os.environ.get("RELIABILITY_CASES", "20000"))
+RUN_SHARE = float(os.environ.get("RELIABILITY_RUN_SHARE", "0.1"))
+MERGES = int(os.environ.get("RELIABILITY_MERGES", "2000"))
+PTY_CASES = int(os.environ.get("RELIABILITY_PTY", "24"))
+
+
+def commands() -> None:
+    """Issue 13: hostile cassettes through every command, in-process on two workers, then a pty sample."""
+    import _fuzz_commands as fc
+
+    started = time.perf_counter()
+    tally, peak = fc.fuzz_commands(CASES, RUN_SHARE, MERGES, SEED)
+    per = ", ".join(f"{c} {tally.runs[c]:,}" for c in fc.COMMANDS)
+    bad = {k: sum(getattr(tally, k).values()) for k in ("crashes", "escapes", "bad_exit", "slow")}
+    report(
+        "commands",
+        f"{tally.cases:,} hostile cassettes/files ({per}): tracebacks {bad['crashes']}, terminal escapes "
+        f"{bad['escapes']}, wrong exit codes {bad['bad_exit']}, cases over {fc.SLOW:.0f} s CPU {bad['slow']}; "
+        f"slowest {tally.slowest[0]:.2f}s CPU, peak RSS {peak:.0f} MB, {time.perf_counter() - started:.0f}s",
+        tally.cases >= min(CASES, 20_000) and not any(bad.values()) and peak < 1024,
+    )
+    for key, example in list(tally.examples.items())[:8]:
+        print(f"        {key}: {example[:300]}")
+    started = time.perf_counter()
+    sample = fc.pty_sample(PTY_CASES, SEED)
+    bad = {k: sum(getattr(sample, k).values()) for k in ("crashes", "escapes", "bad_exit", "slow")}
+    report(
+        "pty",
+        f"{sum(sample.runs.values())} real processes on a pseudo-terminal ({sample.cases} cassettes, "
+        f"half with hostile text): tracebacks {bad['crashes']}, terminal escapes {bad['escapes']} "
+        f"(rich's own colours excluded), over {fc.SLOW:.0f} s {bad['slow']}; {time.perf_counter() - started:.0f}s",
+        not bad["crashes"] and not bad["escapes"],
+    )
+    for key, example in list(sample.examples.items())[:5]:
+        print(f"        {key}: {example[:300]}")
+
+
 def main() -> int:
-    print("harness-replay reliability (issue 7)")
+    print("harness-replay reliability (issues 7 and 13)")
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="replay-reliability-") as tmp:
         base = Path(tmp)
         for sub in ("fuzz", "kills", "secrets"):
             (base / sub).mkdir()
         fuzz(base / "fuzz")
+        commands()
         kills(base / "kills")
         secrets(base / "secrets")
     guard()

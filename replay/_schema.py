@@ -335,6 +335,8 @@ def validate(raw: dict[str, Any], limits: Limits) -> None:
         for start, count in _runs(value, where, len(messages)):
             references += count
             expanded += msg_prefix[start + count] - msg_prefix[start]
+        if references > limits.max_references:  # stop at once: a bomb's later runs cost time too
+            raise SchemaError(where, f"over {limits.max_references:,} message references once expanded (Limits.max_references)")
 
     for i, ex in enumerate(_list(raw.get("exchanges"), "exchanges")):
         where = f"exchanges[{i}]"

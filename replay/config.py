@@ -51,6 +51,7 @@ _KNOWN = {
     "max-string": "max_string",
     "max-depth": "max_depth",
     "max-references": "max_references",
+    "max-expanded": "max_expanded",
     "matrix-with": "matrix_with",
     "matrix_with": "matrix_with",
 }

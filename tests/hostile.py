@@ -17,7 +17,7 @@ import struct
 import sys
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -288,19 +288,25 @@ def _raw(base: dict[str, Any], path: tuple[Any, ...], raw: bytes) -> bytes:
     return MAGIC + msgpack.packb(replaced(base, path, _MARK), use_bin_type=True).replace(msgpack.packb(_MARK), raw, 1)
 
 
-def shape_mutations(data: bytes, depth: int = 10, rng: random.Random | None = None) -> Iterator[tuple[str, bytes]]:
+def shape_mutations(
+    data: bytes, depth: int = 10, keep: Callable[[], bool] = lambda: True
+) -> Iterator[tuple[str, bytes]]:
     """Valid msgpack, wrong shape: each field (down to message parts and stream events) of a real
-    cassette replaced by every hostile value, by non-UTF-8 text and by a map with a binary key."""
+    cassette replaced by every hostile value, by non-UTF-8 text and by a map with a binary key
+    (``keep`` samples: a case is only built when it says so)."""
     base = wire(data)
     for path in field_paths(base, depth=depth):
         where = ".".join(map(str, path))
         for n, value in enumerate(hostile_values()):
-            yield f"shape@{where}#{n}", pack(replaced(base, path, value))
-        yield f"shape@{where}#utf8", _raw(base, path, _BAD_UTF8)
-        yield f"shape@{where}#binkey", _raw(base, path, _BYTES_KEY)
+            if keep():
+                yield f"shape@{where}#{n}", pack(replaced(base, path, value))
+        if keep():
+            yield f"shape@{where}#utf8", _raw(base, path, _BAD_UTF8)
+        if keep():
+            yield f"shape@{where}#binkey", _raw(base, path, _BYTES_KEY)
 
 
-def hostile_text_cassettes(data: bytes) -> Iterator[tuple[str, bytes]]:
+def hostile_text_cassettes(data: bytes, keep: Callable[[], bool] = lambda: True) -> Iterator[tuple[str, bytes]]:
     """Every text field of a real cassette set to each hostile string: loads, must print escaped."""
     base = wire(data)
     for path in field_paths(base, depth=12):
@@ -309,7 +315,8 @@ def hostile_text_cassettes(data: bytes) -> Iterator[tuple[str, bytes]]:
             node = node[key]
         if isinstance(node, str) and path[-1] not in ("format",):
             for n, text in enumerate(HOSTILE_TEXT):
-                yield f"text@{'.'.join(map(str, path))}#{n}", pack(replaced(base, path, text))
+                if keep():
+                    yield f"text@{'.'.join(map(str, path))}#{n}", pack(replaced(base, path, text))
 
 
 @dataclass
@@ -322,6 +329,8 @@ class CommandResult:
     err: str
     seconds: float
     traceback: str | None = None
+    cpu: float = 0.0
+    """CPU seconds of this process while the command ran: what a hostile file costs, whatever the machine's load."""
 
     def escapes(self) -> list[str]:
         """Raw control characters and forged lines in the output (a terminal would act on them)."""
@@ -343,7 +352,7 @@ _UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\
 _COMMAND: Any = None
 
 
-def run_command(*args: str | Path, cwd: Path | None = None) -> CommandResult:
+def run_command(*args: str | Path, cwd: Path | None = None, reraise: tuple[type[BaseException], ...] = ()) -> CommandResult:
     """Run ``replay ARGS`` in this process, exactly as the console script does, capturing everything."""
     from replay.cli import main
 
@@ -359,7 +368,7 @@ def run_command(*args: str | Path, cwd: Path | None = None) -> CommandResult:
     old_argv, old_cwd = sys.argv, os.getcwd()
     tb = None
     code = 0
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     try:
         sys.argv = argv
         if cwd is not None:
@@ -368,10 +377,170 @@ def run_command(*args: str | Path, cwd: Path | None = None) -> CommandResult:
             main(argv[1:], _COMMAND)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    except reraise:
+        raise
     except BaseException:  # noqa: BLE001 - a traceback is what we are counting
         tb = traceback.format_exc()
         code = -1
     finally:
         sys.argv = old_argv
         os.chdir(old_cwd)
-    return CommandResult(tuple(argv[1:]), code, out.getvalue(), err.getvalue(), time.perf_counter() - start, tb)
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return CommandResult(tuple(argv[1:]), code, out.getvalue(), err.getvalue(), elapsed, tb, cpu)
+
+
+# --------------------------------------------------------------------------- the command fuzz (bench/reliability.py)
+
+BASES: list[str] = [
+    "coverage/tool_call",
+    "coverage/stream",  # stream events
+    "coverage/count_tokens",
+    "coverage/trajectory_judge",  # several roles, background capability
+    "seed000/below_trigger",  # compaction
+    "seed003/reused_id_two_returns",  # observed histories
+]
+"""Small bundled recordings whose mutations go through every command (``run`` replays their scenario)."""
+
+
+def base_bytes(scenario_id: str) -> bytes:
+    return (ROOT / "cassettes" / f"{scenario_id}.cassette").read_bytes()
+
+
+def with_wire(data: bytes) -> bytes:
+    """A recording with an HTTP exchange (``replay.wire``) added, so its fields are fuzzed too."""
+    w = wire(data)
+    w.setdefault("blobs", []).append({"model": "gpt-4o", "stream": False})
+    w["exchanges"][0]["wire"] = [
+        {
+            "method": "POST", "url": "http://127.0.0.1:9/v1/chat/completions",
+            "request_headers": {"content-type": "application/json"}, "body": len(w["blobs"]) - 1,
+            "body_lists": {"messages": [len(w["blobs"]) - 1]}, "body_text": None, "status": 200,
+            "response_headers": {"content-type": "application/json"}, "response": '{"choices": []}', "stream": False,
+        }
+    ]  # fmt: skip
+    return pack(w)
+
+
+def random_json(rng: random.Random, depth: int = 3) -> Any:
+    """A random JSON-shaped value, hostile strings included: valid msgpack of the wrong shape."""
+    pick = rng.randrange(10 if depth > 0 else 6)
+    if pick == 0:
+        return rng.choice(HOSTILE_TEXT)
+    if pick == 1:
+        return rng.choice([None, True, False, 0, -1, 2**40, 1.5])
+    if pick == 2:
+        return "".join(rng.choice("ab\x1b\n\r\x00é\u2028/.`|<") for _ in range(rng.randrange(12)))
+    if pick in (3, 4, 5):
+        return rng.choice(WRONG_VALUES)
+    if pick in (6, 7):
+        return [random_json(rng, depth - 1) for _ in range(rng.randrange(4))]
+    keys = ["kind", "parts", "part_kind", "content", "tool_name", "role", "x", "\x1b[2J", ""]
+    return {rng.choice(keys): random_json(rng, depth - 1) for _ in range(rng.randrange(4))}
+
+
+def random_placements(data: bytes, rng: random.Random, count: int) -> Iterator[tuple[str, bytes]]:
+    """``count`` cassettes, each with 1-3 random fields replaced by random JSON-shaped values."""
+    base = wire(data)
+    paths = list(field_paths(base, depth=12))
+    for n in range(count):
+        case = copy.deepcopy(base)
+        where = []
+        for _ in range(rng.randrange(1, 4)):
+            path = rng.choice(paths)
+            try:
+                node = case
+                for key in path[:-1]:
+                    node = node[key]
+                node[path[-1]] = random_json(rng)
+                where.append(".".join(map(str, path)))
+            except (KeyError, IndexError, TypeError):
+                continue  # an earlier replacement removed the path
+        yield f"random#{n}@{'+'.join(where)}", pack(case)
+
+
+def command_cases(rng: random.Random, total: int, systematic: float = 0.35) -> Iterator[tuple[str, str, bytes]]:
+    """(label, scenario id of the base, bytes): a ``systematic`` sample of the shape mutations
+    and hostile text of every base (one with a wire record added), then random placements
+    until ``total``."""
+    produced = 0
+    sources = [(sid, base_bytes(sid)) for sid in BASES] + [(BASES[0], with_wire(base_bytes(BASES[0])))]
+
+    def keep() -> bool:
+        return rng.random() < systematic
+
+    for sid, data in sources:
+        for label, case in [*shape_mutations(data, keep=keep), *hostile_text_cassettes(data, keep=keep)]:
+            yield f"{sid}:{label}", sid, case
+            produced += 1
+    per_base = max(0, total - produced) // len(sources) + 1
+    for sid, data in sources:
+        for label, case in random_placements(data, rng, per_base):
+            yield f"{sid}:{label}", sid, case
+
+
+def special_files(directory: Path) -> list[tuple[str, Path]]:
+    """Files that are not cassettes at all, under a cassette's name: each must be one error line, fast."""
+    out = []
+    if Path("/dev/zero").exists():
+        (directory / "zero.cassette").symlink_to("/dev/zero")
+        out.append(("symlink to /dev/zero", directory / "zero.cassette"))
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(directory / "fifo.cassette")
+        out.append(("FIFO", directory / "fifo.cassette"))
+    (directory / "dir.cassette").mkdir()
+    out.append(("directory", directory / "dir.cassette"))
+    (directory / "loop.cassette").symlink_to(directory / "loop.cassette")
+    out.append(("symlink loop", directory / "loop.cassette"))
+    (directory / "empty.cassette").write_bytes(b"")
+    out.append(("empty", directory / "empty.cassette"))
+    return out
+
+
+def shard_docs() -> tuple[dict[str, Any], dict[str, Any]]:
+    """Two shards of a small matrix result, as ``replay matrix --shard K/2 --format json`` writes them."""
+    from replay import matrix as mx
+
+    scenarios, versions = ["coverage/tool_call", "seed000/long"], ["0.54.0", "0.62.0"]
+    cells = {
+        ("coverage/tool_call", "0.54.0"): {"status": "same"},
+        ("seed000/long", "0.54.0"): {"status": "changed", "changed_requests": ["main[0]"], "roles": {"main": [3, 3]},
+                                     "estimate_deltas": "889→897", "lost": ["U1"], "outcome": ["ok", "ok"]},
+        ("coverage/tool_call", "0.62.0"): {"status": "error", "error": "boom"},
+        ("seed000/long", "0.62.0"): {"status": "same"},
+    }  # fmt: skip
+    docs = []
+    for k in (1, 2):
+        mine = mx.shard_cells(scenarios, versions, (k, 2))
+        out: dict[str, dict[str, Any]] = {}
+        for v, s in mine:
+            out.setdefault(s, {})[v] = {**cells[(s, v)], "violations": [], "new_violations": []}
+        rows = [
+            {"spec": v, "label": v, "status": "reused" if any(c[0] == v for c in mine) else "skipped", "harness": v}
+            for v in versions
+        ]
+        docs.append(mx._finish({"matrix": mx.FORMAT_VERSION, "shard": f"{k}/2", "grid": {"scenarios": scenarios,
+                                "versions": versions}, "versions": rows, "scenarios": out}))  # fmt: skip
+    return docs[0], docs[1]
+
+
+def merge_cases(rng: random.Random, count: int) -> Iterator[tuple[str, str]]:
+    """Hostile shard files for ``replay merge``: every field of a real shard re-typed, random
+    placements, and files that are not JSON."""
+    import json
+
+    one, _ = shard_docs()
+    n = 0
+    for path in field_paths(one, depth=8):
+        for value in hostile_values():
+            if n >= count:
+                return
+            yield f"merge@{'.'.join(map(str, path))}", json.dumps(replaced(one, path, value), default=repr)
+            n += 1
+    for text in ("", "[]", "null", "{", "\x1b[2J", '{"scenarios": 5}', json.dumps(random_json(rng, 4))):
+        yield f"merge-raw#{n}", text
+        n += 1
+    while n < count:
+        case = copy.deepcopy(one)
+        path = rng.choice(list(field_paths(case, depth=8)))
+        yield f"merge-random#{n}", json.dumps(replaced(case, path, random_json(rng)), default=repr)
+        n += 1
