@@ -54,7 +54,7 @@ test-floors: | $(UV)
 	$(UV) venv -q $(FLOORS)-harness
 	$(UV) pip install -q --python $(FLOORS)-harness/bin/python --resolution lowest-direct -e .
 	@$(UV) pip freeze --python $(FLOORS)-harness/bin/python | grep -iE '^pydantic-ai-(slim|harness)=' | tr '\n' ' '; echo
-	$(FLOORS)-harness/bin/replay run --out $(FLOORS)-harness/results --format json > $(FLOORS)-harness/run.json; [ $$? -le 1 ]
+	$(FLOORS)-harness/bin/replay run --out $(FLOORS)-harness/results --format json > $(FLOORS)-harness/run.json; [ $$? -le 2 ]  # 2: an error verdict, judged below
 	$(FLOORS)-harness/bin/python .ci/check_lowest_harness.py $(FLOORS)-harness/run.json
 
 test-fast: setup
