@@ -180,6 +180,64 @@ def determinism() -> None:
         print(f"        {line}")
 
 
+CLI_KILLS = int(os.environ.get("RELIABILITY_CLI_KILLS", "12"))
+KILL_SCENARIO = """
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, TextPart
+from pydantic_ai.models.function import FunctionModel
+from replay import Run, scenario
+
+@scenario("k/one")
+async def one(run: Run) -> str:
+    agent = Agent(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("ok " + "x" * 200000)])))
+    return (await agent.run("PROMPT")).output[:10]
+"""
+
+
+def cli_kills(tmp: Path) -> None:
+    """SIGKILL real `replay record --force` and `replay run --accept` processes at random points."""
+    import signal
+
+    rng = random.Random(SEED)
+    (tmp / "scenarios").mkdir()
+    (tmp / "pyproject.toml").write_text("[tool.replay]\n")
+    scen = tmp / "scenarios" / "k.py"
+    scen.write_text(KILL_SCENARIO.replace("PROMPT", "first"))
+    if replay_cli("record", cwd=tmp).returncode != 0:
+        report("cli kills", "could not record the scenario", False)
+        return
+    from replay.cassette import load
+    from replay.errors import CassetteError
+
+    target = cassette_path(tmp / "cassettes", "k/one")
+    torn = kills = wrote = 0
+    for n in range(2 * CLI_KILLS):
+        before = target.read_bytes()
+        accept = n % 2 == 1
+        scen.write_text(KILL_SCENARIO.replace("PROMPT", f"prompt {n}"))
+        args = ["run", "--accept"] if accept else ["record", "--force"]
+        proc = subprocess.Popen([sys.executable, "-m", "replay", *args], cwd=tmp, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)  # fmt: skip
+        time.sleep(rng.uniform(0.5, 4.0))  # start-up ~2 s, then the run and the write
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        kills += 1
+        try:
+            load(target)
+            wrote += target.read_bytes() != before
+        except CassetteError:
+            torn += 1
+    replay_cli("record", "--force", cwd=tmp)
+    replay_cli("run", cwd=tmp)
+    temps = [p for p in tmp.rglob("*.tmp")]
+    report(
+        "cli kills",
+        f"{kills} SIGKILLs of real `replay record --force` / `replay run --accept` processes ({wrote} after the new cassette landed): {torn} torn cassettes, "
+        f"{len(temps)} temp files left after the next record and run",
+        kills >= 2 * CLI_KILLS and torn == 0 and not temps,
+    )
+
+
 CASES = int(os.environ.get("RELIABILITY_CASES", "20000"))
 RUN_SHARE = float(os.environ.get("RELIABILITY_RUN_SHARE", "0.1"))
 MERGES = int(os.environ.get("RELIABILITY_MERGES", "2000"))
@@ -227,6 +285,8 @@ def main() -> int:
         fuzz(base / "fuzz")
         commands()
         kills(base / "kills")
+        (base / "cli-kills").mkdir()
+        cli_kills(base / "cli-kills")
         secrets(base / "secrets")
     guard()
     determinism()
