@@ -76,9 +76,14 @@ async def _remind(messages: list[ModelMessage], info: AgentInfo) -> ModelRespons
     return ModelResponse(parts=[TextPart("Stay on the deploy question; answer from the lookup results.")])
 
 
-async def conversation(turns: int = TURNS) -> tuple[str, int]:
-    """The whole conversation; returns the last answer and the final history length."""
-    llm_reminder = LLMReminder(FunctionModel(_remind))
+async def conversation(turns: int = TURNS, models: tuple[Any, Any, Any] | None = None) -> tuple[str, int]:
+    """The whole conversation; returns the last answer and the final history length.
+
+    ``models`` (main, summarizer, reminder) replaces the FunctionModel responders, e.g. with
+    provider models over HTTP (``_wire_scenario``).
+    """
+    main, summarizer, reminder = models or (FunctionModel(_answer), FunctionModel(_summarize), FunctionModel(_remind))
+    llm_reminder = LLMReminder(reminder)
     requests = 0
 
     async def every_few(ctx: RunContext[Any]) -> Any:
@@ -87,10 +92,10 @@ async def conversation(turns: int = TURNS) -> tuple[str, int]:
         return await llm_reminder(ctx) if requests % REMIND_EVERY == 0 else None
 
     agent = Agent(
-        FunctionModel(_answer),
+        main,
         instructions="You are a site-reliability assistant. Use the lookup tool before answering.",
         capabilities=[
-            SummarizingCompaction(model=FunctionModel(_summarize), max_messages=40, keep_messages=10),
+            SummarizingCompaction(model=summarizer, max_messages=40, keep_messages=10),
             SystemReminders(dynamic_reminders=[every_few]),
         ],
     )

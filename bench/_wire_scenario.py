@@ -15,14 +15,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from _scenario import REMIND_EVERY, _words, answer_text
-from pydantic_ai import Agent, RunContext
-from pydantic_ai.messages import ModelMessage
+from _scenario import _words, answer_text
+from _scenario import conversation as _conversation
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
-from pydantic_ai_harness import SystemReminders
-from pydantic_ai_harness.compaction import SummarizingCompaction
-from pydantic_ai_harness.system_reminders import LLMReminder
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fake_openai import FakeOpenAI, Reply  # noqa: E402
@@ -58,38 +54,10 @@ if __name__ == "__main__":  # the server alone, in its own process: its CPU is n
 
 
 async def conversation(base_url: str, turns: int) -> tuple[str, int]:
+    """``_scenario.conversation`` with every role an ``OpenAIChatModel`` talking to ``base_url``."""
     provider = OpenAIProvider(base_url=base_url, api_key="sk-bench-placeholder")
-    llm_reminder = LLMReminder(OpenAIChatModel("bench-reminder", provider=provider))
-    requests = 0
-
-    async def every_few(ctx: RunContext[Any]) -> Any:
-        nonlocal requests
-        requests += 1
-        return await llm_reminder(ctx) if requests % REMIND_EVERY == 0 else None
-
-    agent = Agent(
-        OpenAIChatModel("bench-main", provider=provider),
-        instructions="You are a site-reliability assistant. Use the lookup tool before answering.",
-        capabilities=[
-            SummarizingCompaction(
-                model=OpenAIChatModel("bench-summarizer", provider=provider), max_messages=40, keep_messages=10
-            ),
-            SystemReminders(dynamic_reminders=[every_few]),
-        ],
-    )
-
-    @agent.tool_plain
-    async def lookup(topic: str, turn: int) -> str:
-        """Look a topic up in the runbooks."""
-        return f"turn {turn}: runbook entry for {topic}: check the rollout dashboard, then the error budget."
-
-    history: list[ModelMessage] = []
-    output = ""
-    for turn in range(1, turns + 1):
-        result = await agent.run(f"Turn {turn}: what should we check next about the deploy?", message_history=history)
-        history = result.all_messages()
-        output = result.output
-    return output, len(history)
+    models = tuple(OpenAIChatModel(f"bench-{role}", provider=provider) for role in ("main", "summarizer", "reminder"))
+    return await _conversation(turns, models)  # type: ignore[arg-type]
 
 
 def make_scenario(base_url: str, turns: int) -> Any:

@@ -212,20 +212,28 @@ def _serve(module: Any, slot: WireSlot, request: Any, stream: bool) -> Any:
     return _answer(module, request, recorded, stream)
 
 
+def _before(module: Any, request: Any, kwargs: dict[str, Any]) -> tuple[Any, HttpExchange | None]:
+    """(the served answer when replaying, or the exchange to fill once the real transport answered)."""
+    slot = _SLOT.get()
+    if slot is None:  # not a model call of ours: the socket guard decides when replaying
+        return None, None
+    if slot.replaying:
+        return _serve(module, slot, request, bool(kwargs.get("stream", False))), None
+    _prepare(request)
+    ex = _begin(request)
+    slot.captured.append(ex)
+    return None, ex
+
+
 def _wrap_async(module: Any, original: Any) -> Any:
     @functools.wraps(original)
     async def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
-        slot = _SLOT.get()
-        if slot is None:  # not a model call of ours: the socket guard decides when replaying
-            return await original(self, request, *args, **kwargs)
-        stream = bool(kwargs.get("stream", False))
-        if slot.replaying:
-            return _serve(module, slot, request, stream)
-        _prepare(request)
-        ex = _begin(request)
-        slot.captured.append(ex)
+        served, ex = _before(module, request, kwargs)
+        if served is not None:
+            return served
         response = await original(self, request, *args, **kwargs)
-        _record_result(module, ex, response, stream)
+        if ex is not None:
+            _record_result(module, ex, response, bool(kwargs.get("stream", False)))
         return response
 
     send.__replay_wrapped__ = True  # type: ignore[attr-defined]
@@ -235,17 +243,12 @@ def _wrap_async(module: Any, original: Any) -> Any:
 def _wrap_sync(module: Any, original: Any) -> Any:
     @functools.wraps(original)
     def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
-        slot = _SLOT.get()
-        if slot is None:
-            return original(self, request, *args, **kwargs)
-        stream = bool(kwargs.get("stream", False))
-        if slot.replaying:
-            return _serve(module, slot, request, stream)
-        _prepare(request)
-        ex = _begin(request)
-        slot.captured.append(ex)
+        served, ex = _before(module, request, kwargs)
+        if served is not None:
+            return served
         response = original(self, request, *args, **kwargs)
-        _record_result(module, ex, response, stream)
+        if ex is not None:
+            _record_result(module, ex, response, bool(kwargs.get("stream", False)))
         return response
 
     send.__replay_wrapped__ = True  # type: ignore[attr-defined]
