@@ -274,6 +274,9 @@ def _check_header(header: Any) -> None:
         problem = id_problem(sid)
         if problem is not None:
             raise SchemaError("header.scenario_id", problem)
+    defaults = header.get("schema_defaults")
+    if defaults is not None:
+        _schema_defaults(defaults)
     roles = header.get("roles")
     if roles is not None:
         if type(roles) is not dict:
@@ -281,6 +284,35 @@ def _check_header(header: Any) -> None:
         for role, module in roles.items():
             if not _name(role) or not _name(module):
                 raise SchemaError(f"header.roles.{visible(str(role))[:60]}", "expected role → module name (text)")
+
+
+def _str_lists(value: Any, where: str) -> None:
+    if type(value) is not dict or not all(type(v) is list and all(type(x) is str for x in v) for v in value.values()):
+        raise SchemaError(where, "expected a map of text to arrays of text")
+
+
+def _schema_defaults(value: Any) -> None:
+    """``header.schema_defaults`` (the normaliser's declared defaults of the recording version)."""
+    where = "header.schema_defaults"
+    if type(value) is not dict:
+        raise SchemaError(where, f"expected a map, got {_kind(value)}")
+    if "roots" in value:
+        _str_lists(value["roots"], f"{where}.roots")
+    classes = value.get("classes", {})
+    if type(classes) is not dict:
+        raise SchemaError(f"{where}.classes", f"expected a map, got {_kind(classes)}")
+    for name, spec in classes.items():
+        at = f"{where}.classes.{visible(name)[:60]}"
+        if type(spec) is not dict:
+            raise SchemaError(at, f"expected a map, got {_kind(spec)}")
+        found = spec.get("defaults", {})
+        if type(found) is not dict or any(type(v) is dict or type(v) is list for v in found.values()):
+            raise SchemaError(f"{at}.defaults", "expected a map of field to scalar default")
+        if "nested" in spec:
+            _str_lists(spec["nested"], f"{at}.nested")
+        tag = spec.get("tag")
+        if tag is not None and (type(tag) is not list or len(tag) != 2 or not all(type(t) is str for t in tag)):
+            raise SchemaError(f"{at}.tag", "expected [field, value] text")
 
 
 def _prefix(weights: list[int]) -> list[int]:

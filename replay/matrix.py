@@ -629,7 +629,7 @@ def render_text(result: Result) -> None:
     table = Table(title=_title(result), show_lines=True)
     table.add_column("scenario", no_wrap=True)
     for s in specs:
-        table.add_column(labels.get(s, s))
+        table.add_column(esc(labels.get(s, s)))
     style = {"same": "green", "changed": "yellow", "error": "red"}
     def styled(c: Cell, lines: list[str]) -> str:
         st = style.get(c["status"], "red")

@@ -148,3 +148,18 @@ def test_a_binary_top_level_key_is_refused() -> None:
     raw = MAGIC + b"\x82" + msgpack.packb("format") + msgpack.packb("harness-replay") + b"\xc4\x01k\x01"
     with pytest.raises(CassetteError):
         loads(raw)
+
+
+@pytest.mark.parametrize(
+    ("value", "match"),
+    [
+        ({"roots": {"message": [["x"]]}}, r"schema_defaults\.roots: expected a map of text to arrays of text"),
+        ({"classes": {"ModelRequest": {"nested": {"parts": [{}]}}}}, r"classes\.ModelRequest\.nested"),
+        ({"classes": {"TextPart": {"defaults": {"id": [1]}}}}, r"classes\.TextPart\.defaults"),
+        ({"classes": {"TextPart": {"tag": "part_kind"}}}, r"classes\.TextPart\.tag"),
+        ([1], r"header\.schema_defaults: expected a map"),
+    ],
+)
+def test_malformed_schema_defaults_are_refused(value: Any, match: str) -> None:
+    """Regression (make reliability, 620 cases): a list where the normaliser hashes text was a TypeError."""
+    refused(h.replaced(base(), ("header", "schema_defaults"), value), match)
