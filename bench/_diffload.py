@@ -116,8 +116,9 @@ def rerun(cassette: Cassette) -> tuple[Cassette, int]:
 def _restamp(value: Any, shift: dt.timedelta, ids: dict[str, str]) -> None:
     if isinstance(value, dict):
         for key, item in value.items():
-            if key == "timestamp" and isinstance(item, str):
-                value[key] = (dt.datetime.fromisoformat(item.replace("Z", "+00:00")) + shift).isoformat()
+            if key == "timestamp" and isinstance(item, str):  # in pydantic's format, as a real recording has it
+                stamp = (dt.datetime.fromisoformat(item.replace("Z", "+00:00")) + shift).isoformat()
+                value[key] = stamp.replace("+00:00", "Z") if item.endswith("Z") else stamp
             elif key in ("run_id", "conversation_id") and isinstance(item, str):
                 value[key] = ids.setdefault(item, str(uuid.uuid4()))
             else:

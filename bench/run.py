@@ -643,8 +643,8 @@ def bench_checks(quick: bool) -> None:
 
     Workload: the realistic shape (bench/_checks_synth.py): one agent run per turn chained through
     message_history, a tool call then a ~200-word answer, a summarizer call whenever the history
-    passes 40 messages. Each sample starts from the cassette's bytes with the per-message count
-    cache cleared, as a fresh ``replay check`` process would. A second line is the shape that made
+    passes 40 messages. Each sample starts from the cassette's bytes, as a fresh ``replay check``
+    process would (per-message facts live for one call, nothing is kept). A second line is the shape that made
     content_lost quadratic: N short messages and one large summarizer input, then 4x both.
     """
     import _checks_synth
@@ -654,7 +654,6 @@ def bench_checks(quick: bool) -> None:
 
     def check(data: bytes) -> Callable[[], Any]:
         def run() -> None:
-            invariants._CHARS.clear()
             found = invariants.evaluate(cas.loads(data))
             assert not found.failures, found.failures
 

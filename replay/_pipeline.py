@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ParamSpec
 
-from . import invariants
+from . import _facts, invariants
 from .cassette import (
     DEFAULT_LIMITS,
     Cassette,
@@ -138,12 +138,13 @@ def replay_scenario(
     result_path = None
     if results is not None:
         result_path = save(result.result, cassette_path(results, sc.id))
-    d = diff(recorded, result.result, rules, tokenizer=tokenizer())
+    with _facts.shared():  # the diff and both sides' checks estimate each distinct message once
+        d = diff(recorded, result.result, rules, tokenizer=tokenizer())
+        failures = _grade_violations(d, recorded, result.result)
     d.notes = [div.describe() for div in result.divergences if div.kind not in WARNING_KINDS]
     d.warnings += [div.describe() for div in result.divergences if div.kind in WARNING_KINDS]
     d.warnings += python_warning(recorded, result.result)
     d.warnings += carried_over_warning(recorded, "the recording")
-    failures = _grade_violations(d, recorded, result.result)
     d.price(prices())
     return ScenarioReport(
         sc.id,
@@ -286,10 +287,11 @@ def compare_files(a: Path, b: Path, rules: Rules = Rules(), limits: Limits = DEF
     la, lb = str(a), str(b)
     if ca.header.harness_version != cb.header.harness_version:
         la, lb = f"harness {ca.header.harness_version}", f"harness {cb.header.harness_version}"
-    d = diff(ca, cb, rules, a_label=la, b_label=lb, tokenizer=tokenizer())
+    with _facts.shared():  # the diff and both sides' checks estimate each distinct message once
+        d = diff(ca, cb, rules, a_label=la, b_label=lb, tokenizer=tokenizer())
+        failures = _grade_violations(d, ca, cb)
     d.warnings += python_warning(ca, cb)
     d.warnings += carried_over_warning(ca, la) + carried_over_warning(cb, lb)
-    failures = _grade_violations(d, ca, cb)
     d.price(prices())
     sid = ca.header.scenario_id or cb.header.scenario_id or f"{a} vs {b}"
     status: Status = "error" if failures else "changed" if d.changed else "same"

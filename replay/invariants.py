@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextvars
 import gc
-import hashlib
 import re
 from bisect import bisect_left
 from collections import Counter
@@ -31,8 +30,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-import msgpack
-
+from . import _facts
 from .cassette import AgentRunRecord, Cassette, Exchange, is_harness_module
 from .differ import message_label
 from .errors import ReplayError, ReplayUsageError
@@ -170,26 +168,58 @@ def checks() -> dict[str, Check]:
 
 def evaluate(cassette: Cassette, only: Iterable[str] | None = None) -> Findings:
     """Run the registered checks (or ``only`` these); a check that crashes is a failure, not a violation."""
+    return _findings(_results(cassette, _names(only)))
+
+
+def _names(only: Iterable[str] | None) -> list[str]:
     names = list(_REGISTRY) if only is None else list(only)
     unknown = [n for n in names if n not in _REGISTRY]
     if unknown:
         raise ReplayUsageError(f"unknown invariant {', '.join(unknown)} (known: {', '.join(sorted(_REGISTRY))})")
+    return names
+
+
+Result = list[Violation] | CheckFailure
+"""What one check gave: its violations, or how it crashed."""
+
+
+def _results(cassette: Cassette, names: list[str]) -> dict[str, Result]:
+    """Each named check's result on ``cassette``, in registry order."""
     cassette = as_requests(cassette)  # histories that never reached a model are checked as if sent
-    found = Findings()
+    out: dict[str, Result] = {}
     token = _CURRENT.set([])  # the checks of this call share one index of the cassette
     # The loaded cassette is long-lived: without this, every full collection triggered by the
     # checks' own allocations walks it again, which makes a 4x cassette cost ~5x instead of 4x.
     gc.freeze()
     try:
-        for name in names:
-            try:
-                found.violations.extend(_REGISTRY[name](cassette))
-            except Exception as exc:  # one broken check must not hide the others' findings
-                found.failures.append(CheckFailure(name, f"{type(exc).__name__}: {exc}"))
+        with _facts.shared():
+            for name in names:
+                try:
+                    out[name] = list(_REGISTRY[name](cassette))
+                except Exception as exc:  # one broken check must not hide the others' findings
+                    out[name] = CheckFailure(name, f"{type(exc).__name__}: {exc}")
     finally:
         gc.unfreeze()
         _CURRENT.reset(token)
+    return out
+
+
+def _findings(results: dict[str, Result]) -> Findings:
+    found = Findings()
+    for result in results.values():
+        if isinstance(result, CheckFailure):
+            found.failures.append(result)
+        else:
+            found.violations.extend(result)
     return found
+
+
+def _builtin(name: str) -> bool:
+    """Whether the check registered under ``name`` is this package's own (a user's may read anything)."""
+    return getattr(_REGISTRY[name], "__module__", None) in _BUILTIN_MODULES
+
+
+_BUILTIN_MODULES = frozenset({__name__, f"{__package__}.verdicts"})
 
 
 def run_checks(cassette: Cassette, only: Iterable[str] | None = None) -> list[Violation]:
@@ -265,7 +295,25 @@ class Comparison:
 
 
 def compare_cassettes(recorded: Cassette, replayed: Cassette) -> Comparison:
-    before, after = evaluate(recorded), evaluate(replayed)
+    """Both sides' violations, graded.
+
+    A replay that only differs from its recording in timestamps and run ids
+    (:meth:`replay._facts.Facts.equivalent`) gives every built-in check the same input on both
+    sides, so those run once and their result stands for both; users' checks run on each side.
+    """
+    names = _names(None)
+    with _facts.shared() as facts:
+        after = _results(replayed, names)
+        if facts.equivalent(recorded, replayed):
+            own = _results(recorded, [n for n in names if not _builtin(n)])
+            before = _findings({n: own[n] if n in own else after[n] for n in names})
+        else:
+            before = _findings(_results(recorded, names))
+    after_found = _findings(after)
+    return _graded(before, after_found)
+
+
+def _graded(before: Findings, after: Findings) -> Comparison:
     failures = [f"recording: {f.describe()}" for f in before.failures]
     failures += [f"replay: {f.describe()}" for f in after.failures]
     return Comparison(compare(before.violations, after.violations), failures)
@@ -326,6 +374,15 @@ _TOKEN = re.compile(r"\w+|[^\w\s]")
 _GRAM = 3
 
 
+def _tokens(message: Message) -> list[str]:
+    return _TOKEN.findall(_text(message))
+
+
+def _needles(message: Message) -> list[list[str]]:
+    parts = (_part_text(p) for p in _parts(message) if p.get("part_kind") in ("user-prompt", "text"))
+    return [t for t in map(_TOKEN.findall, parts) if t]
+
+
 class _Grams:
     """A text tokenised once (words and single punctuation marks) for word-bounded lookups.
 
@@ -348,15 +405,6 @@ class _Grams:
 
 # --------------------------------------------------------------------------- token estimates
 
-_CHARS: dict[bytes, int | None] = {}
-"""Per-message character counts as the installed harness counts them, by message digest (shared
-by the recording and the replay of one process). Bounded: cleared when it grows past the limit."""
-_CHARS_LIMIT = 100_000
-
-
-def _raw_digest(message: Message) -> bytes:
-    return hashlib.blake2b(msgpack.packb(message, use_bin_type=True, default=str), digest_size=16).digest()
-
 
 def _exact(messages: list[Message]) -> int:
     """The harness estimate of ``messages``; a chars/4 count if this pydantic-ai cannot load them."""
@@ -376,13 +424,11 @@ def _message_chars(message: Message) -> int | None:
     """Characters the harness estimate counts for ``message`` alone, instructions left out.
 
     The estimate is ``(message characters + the last instructions) // 4``; four copies of the
-    message make the floor exact. None when the message cannot be counted on its own.
+    message make the floor exact. None when the message cannot be counted on its own. Shared
+    by both sides of a comparison through ``replay._facts`` (one estimate per distinct content).
     """
     if not _additive(message):
         return None
-    key = _raw_digest(message)
-    if key in _CHARS:
-        return _CHARS[key]
     bare = {**message, "instructions": None} if message.get("instructions") else message
     found: int | None
     try:
@@ -392,9 +438,6 @@ def _message_chars(message: Message) -> int | None:
         found = None
     if found is None:
         found = len(_text(message))
-    if len(_CHARS) >= _CHARS_LIMIT:
-        _CHARS.clear()
-    _CHARS[key] = found
     return found
 
 
@@ -502,6 +545,8 @@ class _Index:
 
     def __init__(self, c: Cassette) -> None:
         self.c = c
+        self.facts = _facts.current()
+        """Per-message facts shared with the other side of a comparison (and the diff)."""
         self.user_roles = c.user_roles()
         self.extra: list[Message] = []
         """Messages rebuilt by the checks (a prompt a compaction dropped), numbered after the table."""
@@ -532,24 +577,33 @@ class _Index:
     def expand(self, ids: Iterable[int]) -> list[Message]:
         return [self.msg(i) for i in ids]
 
+    def _fact(self, kind: str, i: int, compute: Callable[[Message], Any]) -> Any:
+        """``compute(message i)``, shared by content with the other side (a rebuilt message: computed here)."""
+        if i < len(self.c.messages):
+            return self.facts.get(kind, self.c, i, compute)
+        return compute(self.msg(i))
+
+    def key(self, i: int) -> bytes:
+        """Message ``i``'s content key (``replay._facts.content_key``)."""
+        return self.facts.key(self.c, i) if i < len(self.c.messages) else _facts.content_key(self.msg(i))
+
     def tokens(self, i: int) -> list[str]:
         """The words and marks of a message's text, tokenised once."""
         found = self._tokens.get(i)
         if found is None:
-            found = self._tokens[i] = _TOKEN.findall(_text(self.msg(i)))
+            found = self._tokens[i] = self._fact("tokens", i, _tokens)
         return found
 
     def needles(self, i: int) -> list[list[str]]:
         """The tokens of each non-empty user or assistant text of a message: what a compaction must not lose."""
         found = self._needles.get(i)
         if found is None:
-            parts = (_part_text(p) for p in _parts(self.msg(i)) if p.get("part_kind") in ("user-prompt", "text"))
-            found = self._needles[i] = [t for t in map(_TOKEN.findall, parts) if t]
+            found = self._needles[i] = self._fact("needles", i, _needles)
         return found
 
     def chars(self, i: int) -> int | None:
         if i not in self._chars:
-            self._chars[i] = _message_chars(self.msg(i))
+            self._chars[i] = self._fact("chars", i, _message_chars)
         return self._chars[i]
 
     def instr(self, i: int) -> int:
@@ -741,8 +795,9 @@ def compaction_grew_request(c: Cassette) -> Iterator[Violation]:
         )
 
 
-def _unfound(ix: _Index, source: list[int], *texts: _Grams) -> list[Message]:
-    """Messages of ``source`` with a user or assistant text found in none of ``texts`` (each text checked once)."""
+def _unfound(ix: _Index, source: list[int], *texts: _Grams) -> list[int]:
+    """Positions in ``source`` of messages with a user or assistant text found in none of ``texts``
+    (each text checked once)."""
     verdict: dict[str, bool] = {}
 
     def lost(tokens: list[str]) -> bool:
@@ -751,7 +806,29 @@ def _unfound(ix: _Index, source: list[int], *texts: _Grams) -> list[Message]:
             verdict[key] = not any(t.has(tokens) for t in texts)
         return verdict[key]
 
-    return [ix.msg(i) for i in source if any(lost(t) for t in ix.needles(i))]
+    return [k for k, i in enumerate(source) if any(lost(t) for t in ix.needles(i))]
+
+
+def _lost_positions(ix: _Index, window: list[Exchange], sent: list[int], source: list[int]) -> list[int]:
+    """:func:`_unfound` of a compaction: what the summarizer got (``window``) and what was kept (``sent``).
+
+    A function of those messages' contents alone, so a compaction the other side of a comparison
+    made from the same contents (a replay: new timestamps, same words) is not tokenised again.
+    """
+
+    def compute() -> list[int]:
+        said = [t for e in window for i in e.messages for t in ix.tokens(i)]
+        said += [t for e in window for t in _TOKEN.findall(e.instructions or "")]
+        return _unfound(ix, source, _Grams(said), _Grams([t for i in sent for t in ix.tokens(i)]))
+
+    key = _facts.content_key([
+        [[ix.key(i) for i in e.messages] for e in window],
+        [e.instructions for e in window],
+        [ix.key(i) for i in sent],
+        [ix.key(i) for i in source],
+    ])
+    found: list[int] = ix.facts.of("content_lost", key, compute)
+    return found
 
 
 @register("content_lost")
@@ -771,9 +848,7 @@ def content_lost(c: Cassette) -> Iterator[Violation]:
             if not window or not ix.compacted(v, True):
                 continue
             sent, source = v.exchange.messages, v.source_ids
-            said = [t for e in window for i in e.messages for t in ix.tokens(i)]
-            said += [t for e in window for t in _TOKEN.findall(e.instructions or "")]
-            lost = _unfound(ix, source, _Grams(said), _Grams([t for i in sent for t in ix.tokens(i)]))
+            lost = [ix.msg(source[k]) for k in _lost_positions(ix, window, sent, source)]
             if not lost:
                 continue
             labels = [message_label(m) for m in lost]

@@ -15,7 +15,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..cassette import Cassette
+from .. import _facts
+from ..cassette import Cassette, Exchange
 from ..normaliser import NormalCassette, NormalRequest, Rules, digest, normalise, paused_gc, schema_for
 from ..wire.cache import CacheChange, Price, RequestCost, Tokenizer, Tokens, request_costs, total
 from ..wire.cache import compare as compare_cache
@@ -312,7 +313,7 @@ def diff(
     tokenizer: Tokenizer | None = None,
 ) -> Diff:
     """Compare two cassettes; ``tokenizer`` (``[tool.replay] tokenizer``) sizes the prompt-cache figures."""
-    with paused_gc():
+    with paused_gc(), _facts.shared():
         return _diff(a, b, rules, a_label, b_label, tokenizer)
 
 
@@ -328,6 +329,8 @@ def _diff(
     # fields its version never had (schema growth in either direction).
     ca = a.source if isinstance(a, NormalCassette) else a
     cb = b.source if isinstance(b, NormalCassette) else b
+    if not isinstance(a, NormalCassette) and not isinstance(b, NormalCassette) and _facts.current().equivalent(ca, cb):
+        return _diff_equivalent(ca, cb, rules, a_label, b_label, tokenizer)
     na = a if isinstance(a, NormalCassette) else normalise(a, rules, schema_for(a, cb))
     nb = b if isinstance(b, NormalCassette) else normalise(b, rules, schema_for(b, ca))
     differ = _Differ()
@@ -384,6 +387,51 @@ def _diff(
         versions=(_version(na.source), _version(nb.source)),
         warnings=_warnings(na.source, nb.source),
         wire=compare_wire(na.source, nb.source, rules),
+        cache=compare_cache(costs_a, costs_b),
+        tokens=(Tokens.of(costs_a), Tokens.of(costs_b)),
+        request_costs=(costs_a, costs_b),
+    )
+
+
+def _diff_equivalent(
+    ca: Cassette, cb: Cassette, rules: Rules, a_label: str, b_label: str, tokenizer: Tokenizer | None
+) -> Diff:
+    """:func:`_diff` of two cassettes that differ only in timestamps and run ids (``Facts.equivalent``).
+
+    Both normalise to the same thing, so no request, history, outcome or observation differs:
+    only the figures of each side are left to compute, from the exchanges (what ``_diff`` reads
+    from the normalised requests: their kind and message count) and the shared estimates.
+    """
+    by_role: dict[str, list[Exchange]] = {}
+    for ex in ca.exchanges:
+        by_role.setdefault(ex.role, []).append(ex)
+    roles = sorted(by_role)
+    user_roles = ca.user_roles() | cb.user_roles()
+    indexed_a = {(e.role, e.index): e for e in ca.exchanges}
+    indexed_b = {(e.role, e.index): e for e in cb.exchanges}
+    mains: list[MainRequest] = []
+    for role in roles:
+        if role not in user_roles:
+            continue
+        for i, q in enumerate(by_role[role]):
+            if q.kind == "count_tokens":
+                continue
+            ea, eb = indexed_a.get((role, i)), indexed_b.get((role, i))
+            mains.append(MainRequest(role, i, len(q.messages), len(q.messages),
+                                     ea.estimate if ea else None, eb.estimate if eb else None))
+    costs_a, costs_b = request_costs(ca, tokenizer), request_costs(cb, tokenizer)
+    return Diff(
+        scenario_id=ca.header.scenario_id or cb.header.scenario_id,
+        a_label=a_label,
+        b_label=b_label,
+        roles=[RoleCount(r, len(by_role[r]), len(by_role[r])) for r in roles],
+        requests=[],
+        main_requests=mains,
+        outcome=None,
+        observations=[],
+        versions=(_version(ca), _version(cb)),
+        warnings=_warnings(ca, cb),
+        wire=compare_wire(ca, cb, rules),
         cache=compare_cache(costs_a, costs_b),
         tokens=(Tokens.of(costs_a), Tokens.of(costs_b)),
         request_costs=(costs_a, costs_b),

@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .._facts import current
 from ..cassette import Cassette, Exchange
 from ..errors import ReplayUsageError
 
@@ -121,7 +122,18 @@ class _Sizes:
     def __call__(self, index: int) -> int:
         size = self.memo.get(index)
         if size is None:
-            size = self.memo[index] = _estimate_one(self.cassette.messages[index], self.tokenizer)
+            size = self.memo[index] = self._shared(index)
+        return size
+
+    def _shared(self, index: int) -> int:
+        """Estimated once per distinct content in a comparison (``replay._facts``): both sides, diff and checks."""
+        tokenizer = self.tokenizer
+        try:
+            kind = ("size", tokenizer)
+            hash(kind)
+        except TypeError:  # an unhashable tokenizer: not shared
+            return _estimate_one(self.cassette.messages[index], tokenizer)
+        size: int = current().get(kind, self.cassette, index, lambda m: _estimate_one(m, tokenizer))
         return size
 
     def part_prefix(self, index: int, parts: int) -> int:

@@ -1,0 +1,186 @@
+"""Per-message facts shared by both sides of a comparison, and by the diff and the checks.
+
+A replay re-sends the recording's messages with new timestamps, run ids and conversation ids,
+and a re-recording on another harness version re-sends most of them unchanged too. What the
+diff and the invariant checks compute from a message (token estimates, its words) depends on
+its content, not on those values, so it is keyed here by the message's *content key*: the
+message with each such value reduced to its shape. Each distinct message is then estimated and
+tokenised once per comparison, not once per side and per stage.
+
+The reduction is exact, not a heuristic: a value is reduced only when it is well formed (a
+timestamp pydantic-ai reads as a datetime, an id of plain characters), and the shape keeps its
+length, so anything that could still depend on it (a message that fails to load, whose size is
+then its JSON length) sees the same thing on both sides. Any other value stays in the key as is.
+
+A scope (:func:`shared`) lives for one comparison; outside one, every call starts afresh.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import hashlib
+import re
+from collections.abc import Callable, Hashable, Iterator
+from datetime import datetime
+from typing import Any, TypeVar
+
+import msgpack
+
+from .cassette import Cassette
+
+T = TypeVar("T")
+Message = dict[str, Any]
+
+VOLATILE = frozenset({"timestamp", "run_id", "conversation_id"})
+"""Keys of a message or part whose value changes on every run and that no estimate or check reads
+(as are keys ending in ``created_at``: the harness stamps its summaries' metadata with one)."""
+
+_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?(?:Z|[+-]\d{2}:\d{2})?\Z")
+_ID = re.compile(r"[0-9A-Za-z_-]{1,128}\Z")
+
+
+def _shape(key: str, value: Any) -> Any:
+    """``value`` reduced to its shape when it is a well-formed volatile value, else ``value`` itself.
+
+    The marker is a msgpack extension type, which no decoded cassette value can be, so a reduced
+    value never collides with a real one.
+    """
+    if type(value) is not str:
+        return value
+    if key == "timestamp" or key.endswith("created_at"):
+        if not _TIMESTAMP.match(value):
+            return value
+        try:
+            datetime.fromisoformat(value)
+        except ValueError:
+            return value
+        return msgpack.ExtType(1, len(value).to_bytes(4, "big"))
+    if _ID.match(value):
+        return msgpack.ExtType(2, len(value).to_bytes(4, "big"))
+    return value
+
+
+def _volatile(key: Any) -> bool:
+    return key in VOLATILE or (type(key) is str and key.endswith("created_at"))
+
+
+def _reduced(value: Any) -> Any:
+    """A message's or part's own volatile values (and those of its ``metadata``) reduced to their shape."""
+    if type(value) is not dict:
+        return value
+    out = {k: _shape(k, v) if _volatile(k) else v for k, v in value.items()}
+    meta = out.get("metadata")
+    if type(meta) is dict:
+        out["metadata"] = {k: _shape(k, v) if _volatile(k) else v for k, v in meta.items()}
+    return out
+
+
+def content_key(message: Any) -> bytes:
+    """The message's content key: equal for two messages that differ only in well-formed volatile values."""
+    if type(message) is dict:
+        out = _reduced(message)
+        parts = out.get("parts")
+        if type(parts) is list:
+            out["parts"] = [_reduced(p) for p in parts]
+    else:
+        out = message
+    try:
+        packed = msgpack.packb(out, use_bin_type=True)
+    except (TypeError, ValueError, OverflowError):  # not plain data (a message built in memory): never shared
+        return b"\x00unshared" + id(message).to_bytes(8, "big")
+    return hashlib.blake2b(packed, digest_size=16).digest()
+
+
+class Facts:
+    """What one comparison computed per distinct message, and the content keys of its cassettes."""
+
+    def __init__(self) -> None:
+        self._keys: dict[int, tuple[list[Message], list[bytes | None]]] = {}
+        self._memo: dict[tuple[Hashable, bytes], Any] = {}
+        self._equivalent: dict[tuple[int, int], tuple[Cassette, Cassette, bool]] = {}
+        self.hits = 0
+        """How many facts were found already computed (tests read it to prove the sharing happens)."""
+
+    def key(self, c: Cassette, index: int) -> bytes:
+        """The content key of ``c.messages[index]`` (held per message table: a copy of the cassette shares it)."""
+        table = c.messages
+        held = self._keys.get(id(table))
+        if held is None or held[0] is not table:
+            held = self._keys[id(table)] = (table, [None] * len(table))
+        keys = held[1]
+        if index >= len(keys):  # the table grew since (a cassette being built): keep up
+            keys.extend([None] * (len(table) - len(keys)))
+        found = keys[index]
+        if found is None:
+            found = keys[index] = content_key(table[index])
+        return found
+
+    def get(self, kind: Hashable, c: Cassette, index: int, compute: Callable[[Message], T]) -> T:
+        """``compute(c.messages[index])``, computed once per distinct content in this scope."""
+        return self.of(kind, self.key(c, index), lambda: compute(c.messages[index]))
+
+    def of(self, kind: Hashable, key: bytes, compute: Callable[[], T]) -> T:
+        """``compute()`` for the content ``key`` (a :func:`content_key` or a tuple of them), computed once."""
+        slot = (kind, key)
+        if slot in self._memo:
+            self.hits += 1
+            found: T = self._memo[slot]
+            return found
+        value = self._memo[slot] = compute()
+        return value
+
+    def equivalent(self, a: Cassette, b: Cassette) -> bool:
+        """Whether ``a`` and ``b`` are the same recording but for well-formed volatile values.
+
+        Every table, run, exchange, observation, expectation and history equal; the header equal
+        in what any stage reads from it (roles, schema defaults, scenario id, versions, source hash);
+        each message equal by content key. Then every check and every diff figure comes out the
+        same on both sides, so they are computed once.
+        """
+        memo = self._equivalent.get((id(a), id(b)))
+        if memo is not None and memo[0] is a and memo[1] is b:
+            return memo[2]
+        found = self._equivalent_now(a, b)
+        self._equivalent[(id(a), id(b))] = (a, b, found)
+        return found
+
+    def _equivalent_now(self, a: Cassette, b: Cassette) -> bool:
+        if a is b:
+            return True
+        ha, hb = a.header, b.header
+        if (ha.roles, ha.schema_defaults, ha.scenario_id, ha.harness_version, ha.slim_version, ha.source_hash) != (
+            hb.roles, hb.schema_defaults, hb.scenario_id, hb.harness_version, hb.slim_version, hb.source_hash
+        ):
+            return False
+        if len(a.messages) != len(b.messages):
+            return False
+        if (a.blobs, a.outcome, a.observations, a.expectations, a.histories, a.runs, a.exchanges) != (
+            b.blobs, b.outcome, b.observations, b.expectations, b.histories, b.runs, b.exchanges
+        ):
+            return False
+        ma, mb = a.messages, b.messages
+        return all(ma[i] == mb[i] or self.key(a, i) == self.key(b, i) for i in range(len(ma)))
+
+
+_SCOPE: contextvars.ContextVar[Facts | None] = contextvars.ContextVar("replay_facts", default=None)
+
+
+@contextlib.contextmanager
+def shared() -> Iterator[Facts]:
+    """The facts of the comparison in progress, or a new scope for one (nested scopes share the outer one)."""
+    found = _SCOPE.get()
+    if found is not None:
+        yield found
+        return
+    facts = Facts()
+    token = _SCOPE.set(facts)
+    try:
+        yield facts
+    finally:
+        _SCOPE.reset(token)
+
+
+def current() -> Facts:
+    """The active scope's facts, or a throwaway set (nothing shared) outside a scope."""
+    return _SCOPE.get() or Facts()

@@ -1,0 +1,172 @@
+"""Per-message facts shared by both sides of a comparison, and the shortcut for equivalent cassettes.
+
+Every shortcut is checked against the full computation on real recordings (the bundled 0.62.0
+cassettes and the fixtures of 0.54.0, 0.56.0, 0.59.0 and 0.62.0): a re-run of each (new
+timestamps, run ids, conversation ids and summary stamps, as a replay gives) must get exactly
+the verdicts, violations and diff figures the full computation gives, and so must pairs of
+recordings from different versions, which share some messages but are not equivalent.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replay import _facts, invariants
+from replay._pipeline import compare_files
+from replay.cassette import Cassette, iter_cassettes, load
+from replay.differ import diff
+from replay.reporter import report_json
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDINGS = sorted([*iter_cassettes(ROOT / "cassettes"), *iter_cassettes(ROOT / "tests" / "fixtures")])
+_SECONDS = re.compile(r"(T\d{2}:\d{2}:)(\d{2})")
+
+
+def _restamp(value: Any, ids: dict[str, str]) -> None:
+    """What a second run gives the same conversation: every stamp and run id new, in the same format."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(item, str) and (key == "timestamp" or key.endswith("created_at")):
+                value[key] = _SECONDS.sub(lambda m: m.group(1) + f"{(int(m.group(2)) + 17) % 60:02d}", item)
+            elif isinstance(item, str) and key in ("run_id", "conversation_id"):
+                value[key] = ids.setdefault(item, str(uuid.uuid4()))
+            else:
+                _restamp(item, ids)
+    elif isinstance(value, list):
+        for item in value:
+            _restamp(item, ids)
+
+
+def rerun(c: Cassette) -> Cassette:
+    out = c.model_copy(update={"messages": copy.deepcopy(c.messages)})
+    _restamp(out.messages, {})
+    return out
+
+
+def _graded_json(comparison: invariants.Comparison) -> list[Any]:
+    return [
+        (g.as_json(), g.replay and g.replay.measure, g.recording and g.recording.measure) for g in comparison.violations
+    ] + [comparison.failures]
+
+
+def _full(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No cassette is ever equivalent: every side computed in full."""
+    monkeypatch.setattr(_facts.Facts, "equivalent", lambda self, a, b: False)
+
+
+def _alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing shared: each side and stage in a scope of its own (what the code did before the sharing)."""
+    monkeypatch.setattr(_facts, "shared", _facts.contextlib.contextmanager(lambda: iter([_facts.Facts()])))
+    _full(monkeypatch)
+
+
+def test_content_key_ignores_well_formed_stamps_only() -> None:
+    m = {"kind": "request", "timestamp": "2026-12-01T05:17:03.729807Z", "run_id": "01a23008-f6b0-7361-839e-013b054dfe42", "parts": [
+        {"part_kind": "user-prompt", "content": "hi", "timestamp": "2026-12-01T05:17:03.729807Z"},
+        {"part_kind": "compaction", "content": "s", "metadata": {"h.summary.created_at": "2026-12-01T05:17:03+00:00"}},
+    ]}
+    other = copy.deepcopy(m)
+    _restamp(other, {})
+    key = _facts.content_key
+    assert other != m and key(other) == key(m)
+    assert key({**m, "parts": m["parts"][:1]}) != key(m)  # content still counts
+    for bad in ("2026-13-01T05:17:03Z", "yesterday", "2026-12-01T05:17:03.7298Z"):  # invalid, or another length
+        assert key({**m, "timestamp": bad}) != key(m)
+    assert key({**m, "run_id": "run-1"}) == key({**m, "run_id": "run-2"})  # plain ids of one length
+    assert key({**m, "run_id": "ünïcode-1"}) != key({**m, "run_id": "ünïcode-2"})  # anything else as is
+    assert key({**m, "run_id": None}) != key(m)
+
+
+@pytest.mark.parametrize("path", RECORDINGS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_rerun_is_equivalent_and_every_shortcut_gives_the_full_answer(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    a = load(path)
+    b = rerun(a)
+    assert _facts.Facts().equivalent(a, b)
+    shortcut = (_graded_json(invariants.compare_cassettes(a, b)), diff(a, b))
+    with monkeypatch.context() as m:
+        _alone(m)
+        full = (_graded_json(invariants.compare_cassettes(a, b)), diff(a, b))
+        alone_a, alone_b = invariants.evaluate(a), invariants.evaluate(b)
+    assert shortcut == full
+    # what the shortcut rests on: the checks see the same thing on both sides
+    assert [v.as_json() for v in alone_a.violations] == [v.as_json() for v in alone_b.violations]
+    assert [f.describe() for f in alone_a.failures] == [f.describe() for f in alone_b.failures]
+
+
+def test_the_bundled_recordings_have_violations_for_the_shortcut_to_carry() -> None:
+    """The property test above is only as good as its cases: some recordings must break invariants."""
+    broken = [p for p in RECORDINGS if invariants.evaluate(load(p)).violations]
+    assert len(broken) >= 5
+
+
+def _pairs() -> list[tuple[Path, Path]]:
+    """The same scenario recorded on two harness versions: some messages shared, not equivalent."""
+    fixtures = ROOT / "tests" / "fixtures"
+    new = {p.relative_to(fixtures / "harness-0.62.0"): p for p in iter_cassettes(fixtures / "harness-0.62.0")}
+    new.update({p.relative_to(ROOT / "cassettes"): p for p in iter_cassettes(ROOT / "cassettes")})
+    out = []
+    for old in ("harness-0.54.0", "harness-0.56.0", "harness-0.59.0", "extra-turn"):
+        for p in iter_cassettes(fixtures / old):
+            rel = p.relative_to(fixtures / old)
+            if rel in new:
+                out.append((p, new[rel]))
+    return out
+
+
+@pytest.mark.parametrize("pair", _pairs(), ids=lambda pair: f"{pair[0].parent.parent.name}/{pair[0].name}")
+def test_versions_share_facts_and_still_get_the_full_answer(pair: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = load(pair[0]), load(pair[1])
+    with _facts.shared() as facts:
+        shared = (_graded_json(invariants.compare_cassettes(a, b)), diff(a, b))
+    assert not facts.equivalent(a, b)
+    with monkeypatch.context() as m:
+        _alone(m)
+        full = (_graded_json(invariants.compare_cassettes(a, b)), diff(a, b))
+    assert shared == full
+
+
+def test_pairs_cover_every_version() -> None:
+    assert {a.parent.parent.name for a, _ in _pairs()} >= {"harness-0.54.0", "harness-0.56.0", "harness-0.59.0"}
+
+
+def test_one_comparison_estimates_each_distinct_message_once(tmp_path: Path) -> None:
+    """A rerun's messages are found by content: the second side and the checks reuse the diff's estimates."""
+    a = load(ROOT / "cassettes" / "seed001" / "keep_user_messages_true.cassette")
+    b = rerun(a)
+    b.messages[-1] = {**b.messages[-1], "parts": []}  # one message really differs: no shortcut
+    with _facts.shared() as facts:
+        diff(a, b)
+        before = facts.hits
+        invariants.compare_cassettes(a, b)
+    assert not facts.equivalent(a, b)
+    assert before > 0 and facts.hits > before
+
+
+def test_a_malformed_stamp_on_one_side_is_not_equivalent() -> None:
+    """A timestamp pydantic-ai cannot read makes the message unloadable on that side only: computed apart."""
+    a = load(ROOT / "cassettes" / "seed001" / "keep_user_messages_true.cassette")
+    b = rerun(a)
+    i = next(i for i, m in enumerate(b.messages) if "timestamp" in m)
+    b.messages[i] = {**b.messages[i], "timestamp": "2026-02-30T10:00:00Z"}
+    assert not _facts.Facts().equivalent(a, b)
+
+
+def test_compare_files_reports_the_same_with_and_without_the_shortcut(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from replay.cassette import save
+
+    a_path = ROOT / "cassettes" / "seed000" / "long.cassette"
+    b_path = save(rerun(load(a_path)), tmp_path / "b.cassette")
+    fast = report_json(compare_files(a_path, b_path))
+    with monkeypatch.context() as m:
+        _alone(m)
+        full = report_json(compare_files(a_path, b_path))
+    for r in (fast, full):
+        r.pop("seconds", None)
+    assert fast == full and fast["status"] == "same"
+    assert fast["violations"], "the recording breaks invariants: the report must still list them"
