@@ -70,7 +70,7 @@ def load_messages(data: list[dict[str, Any]]) -> list[Any]:
 
 
 @functools.cache
-def _estimator() -> Callable[[Any], int] | None:
+def _estimator() -> Callable[..., int] | None:
     try:
         from pydantic_ai_harness.compaction import estimate_token_count
     except ImportError:  # pragma: no cover - harness always installed with this tool
@@ -87,6 +87,72 @@ def estimate(messages: Any) -> int | None:
         return int(fn(list(messages)))
     except Exception:
         return None
+
+
+def _message_chars(message: Any, data: dict[str, Any]) -> int | None:
+    """Characters the harness estimate counts for ``message`` alone, its instructions left out;
+    None when the message is not counted on its own (instruction deltas depend on their
+    neighbours) or the estimator cannot take it. ``data`` is the message's dump."""
+    fn = _estimator()
+    if fn is None or any(str(p.get("part_kind", "")).startswith("instruction") for p in data.get("parts") or ()):
+        return None
+    try:
+        found = int(fn([message], len))  # tokenizer=len: the exact character count, no floor
+    except Exception:
+        return None
+    return found - _instructions_chars(data)
+
+
+def _instructions_chars(data: dict[str, Any]) -> int:
+    text = data.get("instructions")
+    return len(text) if data.get("kind") == "request" and isinstance(text, str) and text else 0
+
+
+class Estimates:
+    """The harness token estimate of each request, at the cost of one count per distinct message.
+
+    ``estimate_token_count`` is ``(characters of every message + the last instructions) // 4``
+    for messages without instruction deltas, so a request's figure is a sum of per-message
+    counts taken when each message is first interned. Estimating the whole history again on
+    every request made recording quadratic in the conversation's length. Whether this holds for
+    the installed harness is checked against the real estimator on the first requests and then
+    every ``VERIFY_EVERY``-th; one disagreement switches the session to the real estimator.
+    """
+
+    VERIFY_FIRST = 4
+    VERIFY_EVERY = 64
+
+    def __init__(self) -> None:
+        self.chars: dict[int, int | None] = {}
+        self.instructions: dict[int, int] = {}
+        self.exact_only = False
+        self._seen = 0
+
+    def note(self, index: int, message: Any, data: dict[str, Any]) -> None:
+        if index not in self.chars:
+            self.chars[index] = _message_chars(message, data)
+            self.instructions[index] = _instructions_chars(data)
+
+    def of(self, messages: list[Any], indices: list[int], prompt: str | None = None) -> int | None:
+        """The estimate of ``messages``, interned as ``indices``; a run's start may end in its
+        ``prompt``, a request of that one user prompt that was never sent on its own."""
+        self._seen += 1
+        if self.exact_only or len(indices) + (prompt is not None) != len(messages):
+            return estimate(messages)
+        chars, instructions, total, last = self.chars, self.instructions, 0 if prompt is None else len(prompt), 0
+        for i in indices:
+            n = chars.get(i)
+            if n is None:
+                return estimate(messages)
+            total += n
+            last = instructions[i] or last
+        found = (total + last) // 4
+        if self._seen <= self.VERIFY_FIRST or self._seen % self.VERIFY_EVERY == 0:
+            exact = estimate(messages)
+            if exact != found:
+                self.exact_only = True
+                return exact
+        return found
 
 
 def jsonable(value: Any) -> Any:
@@ -222,6 +288,7 @@ class MessageCache:
 
     def __init__(self, builder: CassetteBuilder) -> None:
         self.builder = builder
+        self.estimates = Estimates()
         self._entries: dict[int, tuple[Any, _Watched, int]] = {}
         self.hits = 0
         self.misses = 0
@@ -243,6 +310,7 @@ class MessageCache:
             for (slot, message), data in zip(missing, dumped, strict=True):
                 index = self.builder.message(data)
                 out[slot] = index
+                self.estimates.note(index, message, data)
                 watched = _Watched()
                 try:
                     watched.add(message)
@@ -298,6 +366,9 @@ class Session:
             index = self._counts.get(call.role, 0)
             self._counts[call.role] = index + 1
             seq = len(b.cassette.exchanges)
+            if messages is not None:
+                messages = list(messages)
+            indices = self.cache.indices(messages) if messages is not None else []
             ex = Exchange.model_construct(  # our own data: validated when loaded, not while recording
                 seq=seq,
                 role=call.role,
@@ -305,10 +376,10 @@ class Session:
                 kind=call.kind,
                 model_name=_safe_attr(call.model, "model_name"),
                 model_system=_safe_attr(call.model, "system"),
-                messages=self.cache.indices(messages) if messages is not None else [],
+                messages=indices,
                 settings=b.blob(jsonable(settings) if settings else None),
                 parameters=b.blob(jsonable(params)) if params is not None else None,
-                estimate=estimate(messages) if call.kind != "count_tokens" else None,
+                estimate=self.cache.estimates.of(messages, indices) if messages is not None and call.kind != "count_tokens" else None,
                 run=_RUN.get(),
             )
             b.cassette.exchanges.append(ex)
@@ -425,11 +496,12 @@ class Session:
 
             start.append(ModelRequest(parts=[UserPromptPart(prompt)]))
         with self._lock:
+            history_ids = self.cache.indices(history or [])
             b.cassette.runs[slot] = AgentRunRecord(
-                estimate=estimate(start),
+                estimate=self.cache.estimates.of(start, history_ids, prompt if isinstance(prompt, str) else None),
                 role=role_for(agent),
                 prompt=jsonable(prompt),
-                history=self.cache.indices(history or []),
+                history=history_ids,
                 result=self.cache.indices(final),
                 output=jsonable(result.output) if result is not None else None,
                 error=error_info(exc) if exc is not None else None,
@@ -533,14 +605,16 @@ def recording(path: str | Path | None = None, *, scenario_id: str | None = None)
                 save(finalize(session.cassette), path)
 
 
-def finalize(cassette: Cassette) -> Cassette:
-    """Last step before a cassette is written: scrub credentials out of every value."""
+def finalize(cassette: Cassette, known: Cassette | None = None) -> Cassette:
+    """Last step before a cassette is written: scrub credentials out of every value.
+
+    ``known``: the recording a replay re-ran; what it already holds is not screened again."""
     from .config import load_config
     from .scrub import ScrubConfig, scrub_cassette
 
     config = load_config()
     return scrub_cassette(
-        cassette, ScrubConfig(patterns=list(config.scrub_patterns), exempt_paths=list(config.scrub_exempt))
+        cassette, ScrubConfig(patterns=list(config.scrub_patterns), exempt_paths=list(config.scrub_exempt)), known
     )
 
 

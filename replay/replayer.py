@@ -347,7 +347,7 @@ async def replay_async(
     source = source_for(level)(recorded, on_exhausted)
     session = Session(base_header(), source)
     result = await execute_async(scenario, session, "replay")
-    return ReplayResult(scenario.id, recorded, finalize(result), source.divergences + source.unused())
+    return ReplayResult(scenario.id, recorded, finalize(result, recorded), source.divergences + source.unused())
 
 
 def replay(

@@ -751,9 +751,18 @@ def _find_context(text: str, low: str, *, screen: bool = False) -> list[_Span]:
     spans: list[_Span] = []
     last = 0
     n = len(text)
+    cleared: set[str] = set()
+    """Surroundings a screen already found nothing in: it meets the same key names thousands of
+    times. A hit's outcome depends only on ``text[hs - 41 : he + 60]`` (the name, the character
+    before it, the hex window), so an identical window gives the identical nothing."""
     for hs, he in _word_hits(text, low):
         if hs < last or any(s <= hs < e for s, e in taken):
             continue
+        if screen:
+            window = text[hs - 41 : he + 60] if hs >= 41 else f"{hs}:{text[: he + 60]}"
+            if window in cleared:
+                continue
+            cleared.add(window)
         left, right = text[max(0, hs - 40) : hs], text[he : he + 40]
         s = hs - len(left) + len(left.rstrip(_NAME_STR))
         e = he + len(right) - len(right.lstrip(_NAME_STR))
@@ -819,7 +828,54 @@ def _copy(value: Any) -> Any:
 _M = TypeVar("_M")
 
 
-def scrub_cassette(cassette: _M, config: ScrubConfig | None = None) -> _M:
+_STAMPS = ("timestamp", "run_id", "conversation_id")
+
+
+def _stamp_free(message: Any) -> bytes:
+    """A message's identity without the stamps a re-run gives it anew (its and its parts' time, run ids)."""
+    import msgpack
+
+    if not isinstance(message, dict):
+        return msgpack.packb(message, use_bin_type=True, default=str)  # type: ignore[no-any-return]
+    parts = message.get("parts")
+    bare = {k: v for k, v in message.items() if k not in _STAMPS}
+    if isinstance(parts, list):
+        bare["parts"] = [{k: v for k, v in p.items() if k != "timestamp"} if isinstance(p, dict) else p for p in parts]
+    return msgpack.packb(bare, use_bin_type=True, default=str)  # type: ignore[no-any-return]
+
+
+_INDEX_LISTS: dict[str, Any] = {
+    "header": True,
+    "exchanges": {"__all__": {"messages"}},
+    "runs": {"__all__": {"history", "result"}},
+}
+"""Left out of the screen: the header (ids and versions) and the message index runs, typed
+``list[int]`` by the cassette model, which hold nothing but numbers yet were a fifth of the text."""
+
+
+def _screen_text(c: Any, known: Any) -> str:
+    """What the screen reads: the whole cassette, but a message the recording ``known`` already
+    holds (stamps aside) only by its stamps. Such a message can tell nothing the recording
+    does not; a replay re-sends almost only those, so screening them again cost a replay as
+    much as the recording's whole screen."""
+    if known is None:
+        return c.model_dump_json(exclude=_INDEX_LISTS) + json.dumps(c.header.roles, ensure_ascii=False)  # type: ignore[no-any-return]
+    seen = {_stamp_free(m) for m in known.messages}
+    fresh: list[Any] = []
+    stamps: set[str] = set()
+    for m in c.messages:
+        if _stamp_free(m) in seen:
+            stamps.update(str(m.get(k)) for k in ("run_id", "conversation_id") if m.get(k) is not None)
+        else:
+            fresh.append(m)
+    outputs = {r.output for r in known.runs if isinstance(r.output, str)}
+    fresh_outputs = [r.output for r in c.runs if not (isinstance(r.output, str) and r.output in outputs)]
+    runs_without: dict[str, Any] = {"__all__": {"history", "result", "output"}}
+    rest: str = c.model_dump_json(exclude={**_INDEX_LISTS, "messages": True, "runs": runs_without})
+    return rest + json.dumps([fresh, fresh_outputs, sorted(stamps), c.header.roles], ensure_ascii=False, default=str)
+
+
+def scrub_cassette(cassette: _M, config: ScrubConfig | None = None, known: Any = None) -> _M:
     """A scrubbed copy of a cassette model, for the recorder's last step before writing.
 
     Every field is scrubbed (fields added later, such as wire records, included) except
@@ -827,12 +883,13 @@ def scrub_cassette(cassette: _M, config: ScrubConfig | None = None) -> _M:
     (``messages.*.parts.*.content``). The first walk finds secrets by shape and context
     only; if it found values by context, or environment values occur, a second walk
     replaces those wherever else they stand, with the placeholders the first walk gave.
-    So placeholders and ordinals never depend on the environment.
+    So placeholders and ordinals never depend on the environment. ``known``: the recording a
+    replayed cassette re-ran (see :func:`_screen_text`).
     """
     scrubber = Scrubber(config)
     c: Any = cassette
     try:
-        text = c.model_dump_json(exclude={"header"}) + json.dumps(c.header.roles, ensure_ascii=False)
+        text = _screen_text(c, known)
     except (TypeError, ValueError):
         text = None
     if text is not None and not scrubber._text_might_hold(text) and not scrubber._env_in(text):

@@ -332,3 +332,62 @@ def test_messages_the_cache_cannot_watch_are_dumped_every_time() -> None:
     first, second = _sent(session, 0), _sent(session, 1)
     assert first[2]["parts"][0]["content"] == {"value": "before"}
     assert second[2]["parts"][0]["content"] == {"value": "after"}
+
+
+def _estimates_scenario(turns: int) -> Session:
+    """Instructions, a tool, compaction and a reminder: every kind of message the estimate counts."""
+
+    def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if not any(p.part_kind == "tool-return" for p in messages[-1].parts):
+            return ModelResponse(parts=[ToolCallPart("lookup", {"q": f"m{len(messages)}"}, tool_call_id=f"c{len(messages)}")])
+        return text(f"answer after {len(messages)} messages: " + "words " * 30)
+
+    agent = Agent(
+        FunctionModel(answer),
+        instructions="Be brief.",
+        capabilities=[
+            SummarizingCompaction(model=FunctionModel(lambda m, i: text("summary " * 20)), max_messages=8, keep_messages=3),
+            SystemReminders(dynamic_reminders=[lambda ctx: "remember the budget"]),
+        ],
+    )
+
+    @agent.tool_plain
+    def lookup(q: str) -> str:
+        return f"found {q}"
+
+    session = Session()
+    with session_scope(session):
+        hist: list[ModelMessage] = []
+        for n in range(turns):
+            hist = agent.run_sync(f"question {n}", message_history=hist).all_messages()
+    return session
+
+
+def test_request_estimates_are_the_harness_estimate_of_what_was_sent() -> None:
+    """The per-message sums the recorder keeps equal the harness's own estimate of every request."""
+    from replay.recorder import estimate, load_messages
+
+    session = _estimates_scenario(8)
+    c = session.cassette
+    assert not session.cache.estimates.exact_only
+    assert len({ex.estimate for ex in c.exchanges}) > 5
+    for ex in c.exchanges:
+        assert ex.estimate == estimate(load_messages(c.expand(ex.messages))), (ex.role, ex.index)
+    for run in c.runs:
+        if run.role == "main":
+            start = load_messages(c.expand(run.history))
+            assert run.estimate == estimate([*start, ModelRequest(parts=[UserPromptPart(run.prompt)])])
+
+
+def test_a_harness_that_does_not_sum_per_message_is_estimated_whole(monkeypatch: Any) -> None:
+    """If per-message counts ever disagree with the installed estimator, the session stops using them."""
+    from replay import recorder
+    from replay.recorder import estimate, load_messages
+
+    real = recorder._message_chars
+    monkeypatch.setattr(recorder, "_message_chars", lambda m, d: None if (n := real(m, d)) is None else n + 1)
+    session = _estimates_scenario(4)
+    c = session.cassette
+    assert session.cache.estimates.exact_only
+    for ex in c.exchanges:
+        assert ex.estimate == estimate(load_messages(c.expand(ex.messages)))

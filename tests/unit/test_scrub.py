@@ -447,3 +447,32 @@ def test_value_learned_late_is_scrubbed_earlier_too() -> None:
     once = s.scrub(value)
     assert aws not in json.dumps(once)
     assert s.scrub(once) == once
+
+
+def test_a_replay_screens_only_what_its_recording_does_not_hold() -> None:
+    """finalize(result, known=recording): messages the recording holds (stamps aside) are not
+    screened again; anything new still is, stamps and run outputs included."""
+    from replay import cassette as cm
+    from replay.scrub import _screen_text, scrub_cassette
+
+    secret = CASES[2][1]
+
+    def msg(text: str, stamp: str, conversation: str = "c-1") -> dict[str, Any]:
+        part = {"part_kind": "user-prompt", "content": text, "timestamp": stamp}
+        return {"kind": "request", "parts": [part], "timestamp": stamp, "run_id": "r-" + stamp, "conversation_id": conversation}
+
+    known = cm.Cassette(messages=[msg("what changed?", "2026-01-01T00:00:00Z")],
+                        runs=[cm.AgentRunRecord(role="main", output="all good")])
+    again = msg("what changed?", "2026-12-01T00:00:00Z")  # the same message, re-stamped by the re-run
+    text = _screen_text(cm.Cassette(messages=[again], runs=[cm.AgentRunRecord(role="main", output="all good")]), known)
+    assert "what changed?" not in text and "all good" not in text and "r-2026-12-01T00:00:00Z" in text
+
+    for result in (
+        cm.Cassette(messages=[again, msg(f"key {secret}", "2026-12-01T00:00:01Z")]),  # a new message
+        cm.Cassette(messages=[msg("what changed?", "2026-12-01T00:00:00Z", conversation=secret)]),  # in a stamp
+        cm.Cassette(messages=[again], runs=[cm.AgentRunRecord(role="main", output=f"echo {secret}")]),  # a new run output
+        cm.Cassette(messages=[{**again, "parts": [{**again["parts"][0], "content": f"what changed? {secret}"}]}]),
+    ):
+        out = scrub_cassette(result, ScrubConfig(env={}), known)
+        assert secret not in cm.dumps(out).decode("latin-1")
+        assert out == scrub_cassette(result, ScrubConfig(env={}))  # the same result as screening everything
