@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import hashlib
 import re
 from collections.abc import Callable, Hashable, Iterator
@@ -55,24 +56,28 @@ def _shape(key: str, value: Any) -> Any:
             datetime.fromisoformat(value)
         except ValueError:
             return value
-        return msgpack.ExtType(1, len(value).to_bytes(4, "big"))
+        return _marker(1, len(value))
     if _ID.match(value):
-        return msgpack.ExtType(2, len(value).to_bytes(4, "big"))
+        return _marker(2, len(value))
     return value
 
 
-def _volatile(key: Any) -> bool:
-    return key in VOLATILE or (type(key) is str and key.endswith("created_at"))
+@functools.cache
+def _marker(kind: int, length: int) -> msgpack.ExtType:
+    return msgpack.ExtType(kind, length.to_bytes(4, "big"))
 
 
 def _reduced(value: Any) -> Any:
-    """A message's or part's own volatile values (and those of its ``metadata``) reduced to their shape."""
+    """A message's or part's own volatile values (and its ``metadata``'s ``*created_at``) reduced to their shape."""
     if type(value) is not dict:
         return value
-    out = {k: _shape(k, v) if _volatile(k) else v for k, v in value.items()}
+    out = dict(value)
+    for k in VOLATILE:
+        if k in out:
+            out[k] = _shape(k, out[k])
     meta = out.get("metadata")
     if type(meta) is dict:
-        out["metadata"] = {k: _shape(k, v) if _volatile(k) else v for k, v in meta.items()}
+        out["metadata"] = {k: _shape(k, v) if type(k) is str and k.endswith("created_at") else v for k, v in meta.items()}
     return out
 
 
@@ -99,26 +104,37 @@ class Facts:
         self._keys: dict[int, tuple[list[Message], list[bytes | None]]] = {}
         self._memo: dict[tuple[Hashable, bytes], Any] = {}
         self._equivalent: dict[tuple[int, int], tuple[Cassette, Cassette, bool]] = {}
+        self._per: dict[tuple[Hashable, int], tuple[Any, Any]] = {}
         self.hits = 0
         """How many facts were found already computed (tests read it to prove the sharing happens)."""
 
     def key(self, c: Cassette, index: int) -> bytes:
         """The content key of ``c.messages[index]`` (held per message table: a copy of the cassette shares it)."""
         table = c.messages
-        held = self._keys.get(id(table))
-        if held is None or held[0] is not table:
-            held = self._keys[id(table)] = (table, [None] * len(table))
-        keys = held[1]
-        if index >= len(keys):  # the table grew since (a cassette being built): keep up
-            keys.extend([None] * (len(table) - len(keys)))
+        keys = self._table_keys(table)
         found = keys[index]
         if found is None:
             found = keys[index] = content_key(table[index])
         return found
 
+    def _table_keys(self, table: list[Message]) -> list[bytes | None]:
+        held = self._keys.get(id(table))
+        if held is None or held[0] is not table:
+            held = self._keys[id(table)] = (table, [None] * len(table))
+        keys = held[1]
+        if len(keys) < len(table):  # the table grew since (a cassette being built): keep up
+            keys.extend([None] * (len(table) - len(keys)))
+        return keys
+
     def get(self, kind: Hashable, c: Cassette, index: int, compute: Callable[[Message], T]) -> T:
         """``compute(c.messages[index])``, computed once per distinct content in this scope."""
         return self.of(kind, self.key(c, index), lambda: compute(c.messages[index]))
+
+    def loaded(self, c: Cassette, index: int) -> list[Any] | None:
+        """``c.messages[index]`` loaded by the installed pydantic-ai (None if it cannot be): the one
+        validation both the checks' and the cache figures' estimates start from."""
+        found: list[Any] | None = self.get("loaded", c, index, _load)
+        return found
 
     def of(self, kind: Hashable, key: bytes, compute: Callable[[], T]) -> T:
         """``compute()`` for the content ``key`` (a :func:`content_key` or a tuple of them), computed once."""
@@ -128,6 +144,18 @@ class Facts:
             found: T = self._memo[slot]
             return found
         value = self._memo[slot] = compute()
+        return value
+
+    def per(self, kind: Hashable, owner: Any, compute: Callable[[], T]) -> T:
+        """``compute()`` once per ``owner`` object (a cassette) in this scope: e.g. its request costs,
+        which the diff and the cache check both need."""
+        held = self._per.get((kind, id(owner)))
+        if held is not None and held[0] is owner:
+            self.hits += 1
+            found: T = held[1]
+            return found
+        value = compute()
+        self._per[(kind, id(owner))] = (owner, value)
         return value
 
     def equivalent(self, a: Cassette, b: Cassette) -> bool:
@@ -160,7 +188,22 @@ class Facts:
         ):
             return False
         ma, mb = a.messages, b.messages
-        return all(ma[i] == mb[i] or self.key(a, i) == self.key(b, i) for i in range(len(ma)))
+        if not all(ma[i] == mb[i] or self.key(a, i) == self.key(b, i) for i in range(len(ma))):
+            return False
+        # Equal keys index by index: one list serves both tables (a key computed for one side is the other's).
+        keys_a, keys_b = self._table_keys(ma), self._table_keys(mb)
+        merged = [x if x is not None else y for x, y in zip(keys_a, keys_b, strict=True)]
+        self._keys[id(ma)], self._keys[id(mb)] = (ma, merged), (mb, merged)
+        return True
+
+
+def _load(message: Message) -> list[Any] | None:
+    from .recorder import load_messages
+
+    try:
+        return load_messages([message])
+    except Exception:
+        return None
 
 
 _SCOPE: contextvars.ContextVar[Facts | None] = contextvars.ContextVar("replay_facts", default=None)

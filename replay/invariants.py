@@ -214,12 +214,19 @@ def _findings(results: dict[str, Result]) -> Findings:
     return found
 
 
-def _builtin(name: str) -> bool:
-    """Whether the check registered under ``name`` is this package's own (a user's may read anything)."""
-    return getattr(_REGISTRY[name], "__module__", None) in _BUILTIN_MODULES
+def _once(name: str) -> bool:
+    """Whether the check under ``name`` gives equivalent cassettes the same result (run once for both).
+
+    True for this package's own checks, which read messages only through their content and
+    the normalised digests. Not for a user's check (it may read anything), nor for
+    ``cache_prefix_broken``: it compares raw parts within one cassette, stamps included, so
+    two stamps that are equal on one side and not on the other could change its answer.
+    """
+    return getattr(_REGISTRY[name], "__module__", None) in _BUILTIN_MODULES and name not in _PER_SIDE
 
 
 _BUILTIN_MODULES = frozenset({__name__, f"{__package__}.verdicts"})
+_PER_SIDE = frozenset({"cache_prefix_broken"})
 
 
 def run_checks(cassette: Cassette, only: Iterable[str] | None = None) -> list[Violation]:
@@ -298,14 +305,14 @@ def compare_cassettes(recorded: Cassette, replayed: Cassette) -> Comparison:
     """Both sides' violations, graded.
 
     A replay that only differs from its recording in timestamps and run ids
-    (:meth:`replay._facts.Facts.equivalent`) gives every built-in check the same input on both
-    sides, so those run once and their result stands for both; users' checks run on each side.
+    (:meth:`replay._facts.Facts.equivalent`) gives the built-in checks the same input on both
+    sides, so those run once and their result stands for both (see :func:`_once`).
     """
     names = _names(None)
     with _facts.shared() as facts:
         after = _results(replayed, names)
         if facts.equivalent(recorded, replayed):
-            own = _results(recorded, [n for n in names if not _builtin(n)])
+            own = _results(recorded, [n for n in names if not _once(n)])
             before = _findings({n: own[n] if n in own else after[n] for n in names})
         else:
             before = _findings(_results(recorded, names))
@@ -389,18 +396,25 @@ class _Grams:
     Holds every run of 1 to 3 consecutive tokens, so a message of up to 3 tokens is found
     exactly where it occurs as whole words (``U1`` never inside ``U10``), and a longer one when
     every run of 3 of its tokens occurs. Building and each lookup are linear; no per-message
-    rescan of the whole text.
+    rescan of the whole text. The runs of 3 and the shorter ones are built on first need: most
+    texts looked for are longer than 3 tokens, and many texts are never looked in at all.
     """
 
     def __init__(self, tokens: list[str]) -> None:
-        t = tokens
-        self.grams: set[tuple[str, ...]] = set(zip(t))
-        self.grams.update(zip(t, t[1:]), zip(t, t[1:], t[2:]))
+        self.tokens = tokens
+        self._triples: set[tuple[str, ...]] | None = None
+        self._shorter: set[tuple[str, ...]] | None = None
 
     def has(self, needle: list[str]) -> bool:
-        if len(needle) <= _GRAM:
-            return tuple(needle) in self.grams
-        return self.grams.issuperset(zip(needle, needle[1:], needle[2:]))
+        t = self.tokens
+        if len(needle) >= _GRAM:
+            if self._triples is None:
+                self._triples = set(zip(t, t[1:], t[2:]))
+            return self._triples.issuperset(zip(needle, needle[1:], needle[2:]))
+        if self._shorter is None:
+            self._shorter = set(zip(t))
+            self._shorter.update(zip(t, t[1:]))
+        return tuple(needle) in self._shorter
 
 
 # --------------------------------------------------------------------------- token estimates
@@ -420,15 +434,24 @@ def _additive(message: Message) -> bool:
     return not any(str(p.get("part_kind", "")).startswith("instruction") for p in _parts(message))
 
 
-def _message_chars(message: Message) -> int | None:
+def _message_chars(message: Message, loaded: list[Any] | None = None) -> int | None:
     """Characters the harness estimate counts for ``message`` alone, instructions left out.
 
     The estimate is ``(message characters + the last instructions) // 4``; four copies of the
     message make the floor exact. None when the message cannot be counted on its own. Shared
-    by both sides of a comparison through ``replay._facts`` (one estimate per distinct content).
+    by both sides of a comparison through ``replay._facts`` (one estimate per distinct content);
+    ``loaded`` is the message as loaded there, whose copy without instructions is what loading
+    the message without them gives.
     """
     if not _additive(message):
         return None
+    if loaded is not None:
+        try:
+            copies = [replace(loaded[0], instructions=None)] if message.get("instructions") else loaded
+            counted = estimate(copies * 4)
+            return counted if counted is not None else len(_text(message))
+        except Exception:  # not a request after all: load it without instructions, as below
+            pass
     bare = {**message, "instructions": None} if message.get("instructions") else message
     found: int | None
     try:
@@ -603,7 +626,11 @@ class _Index:
 
     def chars(self, i: int) -> int | None:
         if i not in self._chars:
-            self._chars[i] = self._fact("chars", i, _message_chars)
+            if i < len(self.c.messages):
+                facts, c = self.facts, self.c
+                self._chars[i] = facts.get("chars", c, i, lambda m: _message_chars(m, facts.loaded(c, i)))
+            else:
+                self._chars[i] = _message_chars(self.msg(i))
         return self._chars[i]
 
     def instr(self, i: int) -> int:

@@ -133,7 +133,8 @@ class _Sizes:
             hash(kind)
         except TypeError:  # an unhashable tokenizer: not shared
             return _estimate_one(self.cassette.messages[index], tokenizer)
-        size: int = current().get(kind, self.cassette, index, lambda m: _estimate_one(m, tokenizer))
+        facts, c = current(), self.cassette
+        size: int = facts.get(kind, c, index, lambda m: _estimate_one(m, tokenizer, facts.loaded(c, index)))
         return size
 
     def part_prefix(self, index: int, parts: int) -> int:
@@ -144,13 +145,19 @@ class _Sizes:
         return _estimate_one({**message, "parts": message["parts"][:parts]}, self.tokenizer)
 
 
-def _estimate_one(message: dict[str, Any], tokenizer: Tokenizer | None = None) -> int:
+_NOT_LOADED_YET: Any = object()
+
+
+def _estimate_one(message: dict[str, Any], tokenizer: Tokenizer | None = None, loaded: Any = _NOT_LOADED_YET) -> int:
+    """The harness estimate of one message (``loaded``: the message already loaded, None if it cannot be)."""
     from ..recorder import load_messages
 
     try:
         from pydantic_ai_harness.compaction import estimate_token_count
 
-        return int(estimate_token_count(load_messages([message]), tokenizer))
+        if loaded is None:
+            raise ValueError("not loadable")
+        return int(estimate_token_count(load_messages([message]) if loaded is _NOT_LOADED_YET else loaded, tokenizer))
     except Exception:  # a message this version cannot read (or a failing tokenizer): its text length
         return len(json.dumps(message, default=str)) // 4
 
@@ -201,7 +208,18 @@ def request_costs(c: Cassette, tokenizer: Tokenizer | None = None) -> list[Reque
     The prefix is what a provider's cache can match token by token: the messages both
     requests start with, then the leading parts of the first message that differs (a user
     prompt sent again without the reminder the previous request had appended to it).
+    Computed once per cassette in a comparison (``replay._facts``): the diff and the
+    ``cache_prefix_broken`` check both read it; treat the list as read-only.
     """
+    try:
+        kind = ("request_costs", tokenizer)
+        hash(kind)
+    except TypeError:
+        return _request_costs(c, tokenizer)
+    return current().per(kind, c, lambda: _request_costs(c, tokenizer))
+
+
+def _request_costs(c: Cassette, tokenizer: Tokenizer | None) -> list[RequestCost]:
     sizes = _Sizes(c, tokenizer)
     user_roles = c.user_roles()
     out: list[RequestCost] = []
