@@ -9,9 +9,11 @@ UV      := $(shell command -v uv 2>/dev/null || echo $(VENV)-uv/bin/uv)
 $(VENV)-uv/bin/uv:
 	python3 -m venv $(VENV)-uv && $(VENV)-uv/bin/pip install -q uv
 
+# --compile-bytecode: with PYTHONDONTWRITEBYTECODE (common in CI images) every one of the ~100 Python
+# processes the test suite starts would otherwise compile pydantic-ai again (≈1 s CPU each).
 $(VENV)/.installed: pyproject.toml | $(UV)
 	$(UV) venv -q --allow-existing $(VENV)
-	$(UV) pip install -q --python $(PY) -e '.[dev]' 'pydantic-ai-harness==$(HARNESS)'
+	$(UV) pip install -q --compile-bytecode --python $(PY) -e '.[dev]' 'pydantic-ai-harness==$(HARNESS)'
 	touch $@
 
 setup: $(VENV)/.installed
@@ -48,7 +50,7 @@ FLOORS ?= $(VENV)-floors
 test-floors: | $(UV)
 	rm -rf $(FLOORS) $(FLOORS)-harness
 	$(UV) venv -q $(FLOORS)
-	$(UV) pip install -q --python $(FLOORS)/bin/python --resolution lowest-direct -e '.[dev]' 'pydantic-ai-harness==$(HARNESS)'
+	$(UV) pip install -q --compile-bytecode --python $(FLOORS)/bin/python --resolution lowest-direct -e '.[dev]' 'pydantic-ai-harness==$(HARNESS)'
 	@$(UV) pip freeze --python $(FLOORS)/bin/python | grep -iE '^(typer|click|deepdiff|msgpack|rich|pydantic|pytest|hypothesis)=' | tr '\n' ' '; echo
 	$(FLOORS)/bin/python -m pytest -q -m "not slow" -n 2
 	$(UV) venv -q $(FLOORS)-harness

@@ -1,16 +1,122 @@
-"""Shared fixtures: an in-process CLI runner and paths to the bundled material."""
+"""Shared fixtures: an in-process CLI runner, paths to the bundled material, and what the
+whole session shares (bytecode, the matrix's environments) so the suite pays for it once."""
 
 from __future__ import annotations
 
+import compileall
+import fcntl
+import json
+import os
+import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # for `import fake_openai`
+
+
+# --------------------------------------------------------------------------- bytecode, once
+# The suite starts ~100 Python processes (replay commands, matrix replays, pytester runs). Under
+# PYTHONDONTWRITEBYTECODE (set in many CI images, and on the machine this was measured on) each one
+# compiled every module it imported again: ≈1 s CPU per process for pydantic-ai alone, and each
+# xdist worker re-ran assertion rewriting of every test module. `make setup` installs the venv with
+# compiled bytecode; here the project's own sources are compiled, and collection may cache the
+# rewritten test modules. Nothing else writes bytecode: scenario files the tests write and rewrite
+# within the same second must never be served from a stale .pyc.
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # the controller compiled them before starting the workers
+    for folder in ("replay", "scenarios", "tests"):
+        compileall.compile_dir(ROOT / folder, quiet=2, workers=1)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection(session: pytest.Session) -> Generator[None, None, None]:
+    before = sys.dont_write_bytecode
+    sys.dont_write_bytecode = False
+    try:
+        yield
+    finally:
+        sys.dont_write_bytecode = before
+
+
+# --------------------------------------------------------------------------- shared by every worker
+
+
+@pytest.fixture(scope="session")
+def session_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory of this session that every xdist worker sees (their basetemps share a parent)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def once(directory: Path, name: str, make: Callable[[], Any]) -> Any:
+    """``make()`` run by the first worker that asks; the others wait for it and read its JSON result.
+
+    A session-scoped fixture runs once per xdist worker; this is how the suite pays for an
+    expensive setup (building harness environments) once per session instead.
+    """
+    result = directory / f"{name}.json"
+    with open(directory / f"{name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not result.exists():
+            tmp = result.with_suffix(".tmp")
+            tmp.write_text(json.dumps(make()))
+            tmp.replace(result)
+    return json.loads(result.read_text())
+
+
+MATRIX_SCENARIOS = ["seed000/long", "seed001/keep_user_messages_true"]
+
+
+@dataclass(frozen=True)
+class MatrixEnvs:
+    env_dir: Path
+    """REPLAY_ENV_DIR holding the 0.54.0 and 0.62.0 environments, built by ``cold``."""
+    out_dir: Path
+    """The cold run's ``--out``: each version's result cassettes."""
+    cold: subprocess.CompletedProcess[str]
+    """The first ``replay matrix`` run on an empty cache: it built both environments."""
+
+
+def replay_subprocess(env_dir: Path | None, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """``python -m replay ARGS`` in a fresh process, with ``REPLAY_ENV_DIR`` and CI's plain progress."""
+    env = dict(os.environ, CI="1")
+    if env_dir is not None:
+        env["REPLAY_ENV_DIR"] = str(env_dir)
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    return subprocess.run(
+        [sys.executable, "-m", "replay", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=1200, check=False,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def matrix_envs(session_dir: Path) -> MatrixEnvs:
+    """Harness 0.54.0 and 0.62.0 environments, built once per session by a cold ``replay matrix``.
+
+    Every test that replays on those two releases (matrix, report, seeds) uses this cache, so
+    they are built once per session rather than once per module and worker. Only plain release
+    specs may go here: an env of the same label with ``--with`` or ``--python`` has another key,
+    and building it would prune these (such tests use a directory of their own).
+    """
+    env_dir, out_dir = session_dir / "replay-envs", session_dir / "matrix-cold"
+
+    def cold() -> dict[str, Any]:
+        args = ["matrix", "--harness", "0.54.0", "--harness", "0.62.0", *MATRIX_SCENARIOS]
+        proc = replay_subprocess(env_dir, *args, "--format", "json", "--out", str(out_dir))
+        return {"args": proc.args, "returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
+
+    done = once(session_dir, "matrix-cold", cold)
+    proc = subprocess.CompletedProcess(done["args"], done["returncode"], done["stdout"], done["stderr"])
+    return MatrixEnvs(env_dir, out_dir, proc)
 
 
 @dataclass

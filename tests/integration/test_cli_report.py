@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, MatrixEnvs
 
 
-@pytest.fixture(scope="module")
-def env_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("report-envs")
+@pytest.fixture
+def env_dir(matrix_envs: MatrixEnvs) -> Path:
+    """The session's 0.54.0 and 0.62.0 environments (conftest), built once for matrix, report and seeds."""
+    return matrix_envs.env_dir
 
 
 def _report(env_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -1,9 +1,11 @@
 """`replay matrix` for real: envs built with uv (or venv + pip), replays on 0.54.0 and 0.62.0.
 
 The bundled cassettes were recorded on 0.62.0, so 0.62.0 replays them unchanged and 0.54.0
-shows the compaction changes. One environment cache is shared by the whole file: the first
-run builds the envs (a few seconds each) and the later tests reuse them, which is itself
-what one test checks.
+shows the compaction changes. One environment cache is shared by the whole session (the
+``matrix_envs`` fixture in conftest): its first, cold run builds the envs (a few seconds each)
+and the later tests reuse them, which is itself what one test checks. Tests that build an env
+of the same label with another key (``--with``, ``--python``) use a cache of their own, since
+that build prunes the shared one.
 """
 
 from __future__ import annotations
@@ -16,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT
+from conftest import MATRIX_SCENARIOS, ROOT, MatrixEnvs
 
 from replay.matrix import render_markdown
 
 pytestmark = pytest.mark.slow  # builds uv environments of several harness versions
 
-SCENARIOS = ["seed000/long", "seed001/keep_user_messages_true"]
+SCENARIOS = MATRIX_SCENARIOS
 
 
 def _matrix(env_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -50,32 +52,20 @@ def _statuses(doc: dict[str, Any]) -> dict[tuple[str, str], str]:
     return {(s, v): c["status"] for s, row in doc["scenarios"].items() for v, c in row.items()}
 
 
-@pytest.fixture(scope="module")
-def env_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("replay-envs")
+@pytest.fixture
+def env_dir(matrix_envs: MatrixEnvs) -> Path:
+    return matrix_envs.env_dir
 
 
-@pytest.fixture(scope="module")
-def out_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("matrix-out")
+@pytest.fixture
+def out_dir(matrix_envs: MatrixEnvs) -> Path:
+    return matrix_envs.out_dir
 
 
-@pytest.fixture(scope="module")
-def cold(env_dir: Path, out_dir: Path) -> dict[str, Any]:
-    """The first, cold run: both envs are built here."""
-    proc = _matrix(
-        env_dir,
-        "matrix",
-        "--harness",
-        "0.54.0",
-        "--harness",
-        "0.62.0",
-        *SCENARIOS,
-        "--format",
-        "json",
-        "--out",
-        str(out_dir),
-    )
+@pytest.fixture
+def cold(matrix_envs: MatrixEnvs) -> dict[str, Any]:
+    """The first, cold run (``matrix --harness 0.54.0 --harness 0.62.0 SCENARIOS``): both envs are built there."""
+    proc = matrix_envs.cold
     doc = _json(proc)
     assert proc.returncode == 1, proc.stderr
     return doc
@@ -113,11 +103,11 @@ def test_two_versions_against_the_recording(cold: dict[str, Any], out_dir: Path)
     assert diff.returncode == 1 and json.loads(diff.stdout)["changed"] is True
 
 
-def test_second_run_reuses_environments(cold: dict[str, Any], env_dir: Path, out_dir: Path) -> None:
+def test_second_run_reuses_environments(cold: dict[str, Any], env_dir: Path, tmp_path: Path) -> None:
     stamps = {p: p.stat().st_mtime_ns for p in env_dir.glob("*/.replay-env.json")}
     assert len(stamps) == 2
     proc = _matrix(
-        env_dir, "matrix", "--harness", "0.54.0,0.62.0", *SCENARIOS, "--format", "json", "--out", str(out_dir)
+        env_dir, "matrix", "--harness", "0.54.0,0.62.0", *SCENARIOS, "--format", "json", "--out", str(tmp_path)
     )
     warm = _json(proc)
     assert [v["status"] for v in warm["versions"]] == ["reused", "reused"]
@@ -205,8 +195,9 @@ def test_user_project_code_and_extra_requirements(env_dir: Path, tmp_path: Path)
     env = dict(os.environ, REPLAY_ENV_DIR=str(env_dir), CI="1")
     env.pop("GITHUB_STEP_SUMMARY", None)
 
-    def replay_cli(*args: str, path: str | None = None) -> subprocess.CompletedProcess[str]:
+    def replay_cli(*args: str, path: str | None = None, cache: Path = env_dir) -> subprocess.CompletedProcess[str]:
         run_env = dict(env, PYTHONPATH=path) if path else {k: v for k, v in env.items() if k != "PYTHONPATH"}
+        run_env["REPLAY_ENV_DIR"] = str(cache)
         return subprocess.run([sys.executable, "-m", "replay", *args], cwd=project, env=run_env,
                               capture_output=True, text=True, timeout=900, check=False)
 
@@ -214,7 +205,9 @@ def test_user_project_code_and_extra_requirements(env_dir: Path, tmp_path: Path)
     # The parent imports the scenarios with its own PYTHONPATH; the envs never see it.
     without = _json(replay_cli("matrix", "--harness", "0.62.0", "--format", "json", path=str(dep)))
     assert without["scenarios"]["app/hello"]["0.62.0"]["status"] == "error"  # extra_dep is not in the env
-    doc = _json(replay_cli("matrix", "--harness", "0.62.0", "--with", str(dep), "--format", "json", path=str(dep)))
+    # A cache of its own: this 0.62.0 env has another key, and building it prunes the shared one.
+    doc = _json(replay_cli("matrix", "--harness", "0.62.0", "--with", str(dep), "--format", "json", path=str(dep),
+                           cache=tmp_path / "envs"))
     assert doc["scenarios"]["app/hello"]["0.62.0"]["status"] == "same", doc["scenarios"]
 
 
@@ -307,7 +300,7 @@ def test_kill_9_during_matrix_leaves_no_torn_or_temp_files(cold: dict[str, Any],
 
 
 @pytest.mark.slow
-def test_python_is_an_axis(env_dir: Path, tmp_path: Path) -> None:
+def test_python_is_an_axis(tmp_path: Path) -> None:
     """`--python 3.12`: the cell is (python, harness), replayed on 3.12, and warns that the recording was 3.11."""
     from replay import _envs
 
@@ -315,7 +308,7 @@ def test_python_is_an_axis(env_dir: Path, tmp_path: Path) -> None:
         _envs.find_python("3.12", _envs.find_installer())
     except Exception as exc:  # noqa: BLE001 - any failure to find one is a reason to skip
         pytest.skip(f"no Python 3.12 interpreter here: {exc}")
-    proc = _matrix(env_dir, "matrix", "--harness", "0.62.0", "--python", "3.12", "seed000/short",
+    proc = _matrix(tmp_path / "envs", "matrix", "--harness", "0.62.0", "--python", "3.12", "seed000/short",
                    "--format", "json", "--out", str(tmp_path))
     doc = _json(proc)
     assert doc["grid"]["versions"] == ["0.62.0@py3.12"]
@@ -328,9 +321,13 @@ def test_python_is_an_axis(env_dir: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_two_runs_with_different_keys_share_the_env_cache(cold: dict[str, Any], env_dir: Path, tmp_path: Path) -> None:
+def test_two_runs_with_different_keys_share_the_env_cache(tmp_path: Path) -> None:
     """Issue 13: run A replays in its 0.62.0 env while run B (another key: --with) builds its own 0.62.0
-    env and prunes the same label; A's env is held, so every cell of both runs gets a verdict."""
+    env and prunes the same label; A's env is held, so every cell of both runs gets a verdict.
+
+    A cache of its own (A builds its env there too): B's prune would otherwise remove the session's
+    shared 0.62.0 env whenever A had finished first."""
+    env_dir = tmp_path / "envs"
     dep = tmp_path / "dep"
     (dep / "extra_dep").mkdir(parents=True)
     (dep / "extra_dep" / "__init__.py").write_text("")

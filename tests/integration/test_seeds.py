@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, MatrixEnvs
 
 from replay.cassette import cassette_path, load, save
 
@@ -92,8 +92,8 @@ def test_bad_on_exhausted_is_a_usage_error() -> None:
 
 
 @pytest.mark.slow
-def test_matrix_seed002_accepted_on_0_54_raised_on_0_62(tmp_path: Path) -> None:
-    env = dict(os.environ, CI="1", REPLAY_ENV_DIR=os.environ.get("REPLAY_ENV_DIR", str(ROOT / ".replay" / "envs")))
+def test_matrix_seed002_accepted_on_0_54_raised_on_0_62(tmp_path: Path, matrix_envs: MatrixEnvs) -> None:
+    env = dict(os.environ, CI="1", REPLAY_ENV_DIR=str(matrix_envs.env_dir))
     env.pop("GITHUB_STEP_SUMMARY", None)
     proc = subprocess.run(
         [sys.executable, "-m", "replay", "matrix", "--harness", "0.54.0", "--harness", "0.62.0", "seed002",
