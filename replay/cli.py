@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
@@ -131,6 +132,25 @@ def build_command() -> Any:
 def _fail(message: str, code: int = 2) -> NoReturn:
     typer.echo(f"replay: error: {visible(message)}", err=True)
     raise typer.Exit(code)
+
+
+@contextmanager
+def _own_models() -> Iterator[None]:
+    """Import the cassette's pydantic models without pydantic's plugins (as typer builds its own):
+    they are this tool's records, not the user's, and finding plugins scans every installed
+    distribution's entry points, a fortieth of ``replay show``. Only commands that run no
+    scenario use it, so a user's models still get their plugins in ``record`` and ``run``."""
+    import os
+
+    previous = os.environ.get("PYDANTIC_DISABLE_PLUGINS")
+    os.environ["PYDANTIC_DISABLE_PLUGINS"] = "1"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("PYDANTIC_DISABLE_PLUGINS", None)
+        else:
+            os.environ["PYDANTIC_DISABLE_PLUGINS"] = previous
 
 
 def _config() -> Config:
@@ -451,9 +471,11 @@ def show(
 ) -> None:
     """Print cassettes readably (also usable as a git textconv); a bad file is one error line, exit 2."""
     from ._untrusted import json_chunks
-    from .cassette import loads, read_bounded
+
+    with _own_models():
+        from .cassette import loads, read_bounded
+        from .show import line_chunks, output_budget, render_json, text_lines, write_bounded
     from .scrub import redact
-    from .show import line_chunks, output_budget, render_json, text_lines, write_bounded
 
     lim = limits(_config())
     failed = False

@@ -55,3 +55,28 @@ def test_normalized_view_is_one_field_per_line_and_stable(cli) -> None:
     assert "            | Write the summary under these exact section headings, omitting a section only if it has no content:" in lines
     assert any(line.strip() == 'part_kind: "user-prompt"' for line in lines)
     assert max(map(len, lines)) < 400  # no message squeezed onto one line
+
+
+def test_show_does_not_look_for_pydantic_plugins() -> None:
+    """The cassette models are the tool's own: `replay show` skips pydantic's entry-point scan for
+    them, and leaves PYDANTIC_DISABLE_PLUGINS as it found it (unset) for anything after."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import importlib.metadata as m, os, sys\n"
+        "real = m.entry_points\n"
+        "def spy(**kw):\n"
+        "    if kw.get('group') == 'pydantic': sys.stderr.write('SCANNED\\n')\n"
+        "    return real(**kw)\n"
+        "m.entry_points = spy\n"
+        "from replay.cli import main\n"
+        "try:\n"
+        f"    main(['show', {str(LONG)!r}])\n"
+        "except SystemExit as exc:\n"
+        "    assert not exc.code, exc.code\n"
+        "sys.stderr.write('LEFT ' + str(os.environ.get('PYDANTIC_DISABLE_PLUGINS')) + '\\n')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert "SCANNED" not in done.stderr and "LEFT None" in done.stderr
