@@ -496,13 +496,18 @@ class Session:
 
             start.append(ModelRequest(parts=[UserPromptPart(prompt)]))
         with self._lock:
-            history_ids = self.cache.indices(history or [])
+            final_ids = self.cache.indices(final)
+            given = start[: len(history or [])]
+            if len(given) <= len(final) and all(a is b for a, b in zip(given, final)):
+                history_ids = final_ids[: len(given)]  # the run's messages start with the history it was given
+            else:
+                history_ids = self.cache.indices(given)
             b.cassette.runs[slot] = AgentRunRecord(
                 estimate=self.cache.estimates.of(start, history_ids, prompt if isinstance(prompt, str) else None),
                 role=role_for(agent),
                 prompt=jsonable(prompt),
                 history=history_ids,
-                result=self.cache.indices(final),
+                result=final_ids,
                 output=jsonable(result.output) if result is not None else None,
                 error=error_info(exc) if exc is not None else None,
             )
