@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 import msgpack
 
 from .cassette import Cassette
+from .normaliser import pack
 
 T = TypeVar("T")
 Message = dict[str, Any]
@@ -91,7 +92,7 @@ def content_key(message: Any) -> bytes:
     else:
         out = message
     try:
-        packed = msgpack.packb(out, use_bin_type=True)
+        packed = pack(out)
     except (TypeError, ValueError, OverflowError):  # not plain data (a message built in memory): never shared
         return b"\x00unshared" + id(message).to_bytes(8, "big")
     return hashlib.blake2b(packed, digest_size=16).digest()

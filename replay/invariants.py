@@ -22,7 +22,6 @@ per message.
 from __future__ import annotations
 
 import contextvars
-import gc
 import re
 from bisect import bisect_left
 from collections import Counter
@@ -36,7 +35,7 @@ from .differ import message_label
 from .errors import ReplayError, ReplayUsageError
 from .histories import ORIGIN as OBSERVED
 from .histories import as_requests
-from .normaliser import Normaliser, digest
+from .normaliser import Normaliser, digest, paused_gc
 from .recorder import estimate, load_messages
 
 Message = dict[str, Any]
@@ -187,19 +186,22 @@ def _results(cassette: Cassette, names: list[str]) -> dict[str, Result]:
     """Each named check's result on ``cassette``, in registry order."""
     cassette = as_requests(cassette)  # histories that never reached a model are checked as if sent
     out: dict[str, Result] = {}
-    token = _CURRENT.set([])  # the checks of this call share one index of the cassette
-    # The loaded cassette is long-lived: without this, every full collection triggered by the
-    # checks' own allocations walks it again, which makes a 4x cassette cost ~5x instead of 4x.
-    gc.freeze()
+    shared: list[_Index] = []
+    token = _CURRENT.set(shared)  # the checks of this call share one index of the cassette
+    # No cyclic collection while checking: each one triggered by the checks' own allocations
+    # (the per-message facts are many) walks the loaded cassettes and those facts again, which
+    # made a 4x cassette cost ~5x instead of 4x. The one cycle built here (an index and its
+    # views) is broken by ``release``; a user's check that builds others is collected afterwards.
     try:
-        with _facts.shared():
+        with paused_gc(), _facts.shared():
             for name in names:
                 try:
                     out[name] = list(_REGISTRY[name](cassette))
                 except Exception as exc:  # one broken check must not hide the others' findings
                     out[name] = CheckFailure(name, f"{type(exc).__name__}: {exc}")
     finally:
-        gc.unfreeze()
+        for ix in shared:
+            ix.release()
         _CURRENT.reset(token)
     return out
 
@@ -585,6 +587,11 @@ class _Index:
         self.compaction_seqs = [e.seq for e in self.compactions]
         self.response_ids = {i for i, m in enumerate(c.messages) if m.get("kind") == "response"}
 
+    def release(self) -> None:
+        """Drop the views: they refer back to this index, and such a cycle (holding every fact of the
+        comparison) would wait for the next full collection, which then walks the loaded cassettes."""
+        self._views = None
+
     def msg(self, i: int) -> Message:
         n = len(self.c.messages)
         return self.c.messages[i] if i < n else self.extra[i - n]
@@ -950,25 +957,48 @@ def _dangling(messages: list[Message]) -> list[tuple[int, dict[str, Any]]]:
 
 def _dangling_in(messages: Iterable[tuple[int, Message]]) -> list[tuple[int, dict[str, Any]]]:
     """:func:`_dangling` over ``(position, message)`` pairs, so messages without tool parts can be left out."""
-    open_calls: dict[Any, list[tuple[int, dict[str, Any]]]] = {}
-    dangling: list[tuple[int, dict[str, Any]]] = []
-    for index, message in messages:
-        for part in _parts(message):
-            kind = part.get("part_kind")
-            call_id = _hashable(part.get("tool_call_id"))
-            if message.get("kind") == "response" and kind == "tool-call":
-                pending = open_calls.setdefault(call_id, [])
-                if pending and pending[-1][0] != index:
-                    dangling += pending
-                    pending.clear()
-                pending.append((index, part))
-            elif message.get("kind") == "request" and (
-                kind == "tool-return" or (kind == "retry-prompt" and part.get("tool_name") is not None)
-            ):
-                if open_calls.get(call_id):
-                    open_calls[call_id].pop(0)
-    dangling += [call for calls in open_calls.values() for call in calls]
-    return sorted(dangling, key=lambda d: d[0])
+    return _Calls().walk(messages).dangling()
+
+
+Call = tuple[int, dict[str, Any]]
+
+
+class _Calls:
+    """The pairing walk of :func:`_dangling_in`, resumable: a request that re-sends the previous one's
+    messages and adds some continues from the state the previous one ended in."""
+
+    def __init__(self, open_calls: dict[Any, list[Call]] | None = None, stranded: list[Call] | None = None) -> None:
+        self.open_calls: dict[Any, list[Call]] = {} if open_calls is None else open_calls
+        """Calls still waiting for a result, by id in the order the ids were first called."""
+        self.stranded: list[Call] = [] if stranded is None else stranded
+        """Calls left without a result because a later response reused their id."""
+
+    def copy(self) -> _Calls:
+        return _Calls({k: list(v) for k, v in self.open_calls.items()}, list(self.stranded))
+
+    def walk(self, messages: Iterable[tuple[int, Message]]) -> _Calls:
+        open_calls, stranded = self.open_calls, self.stranded
+        for index, message in messages:
+            for part in _parts(message):
+                kind = part.get("part_kind")
+                call_id = _hashable(part.get("tool_call_id"))
+                if message.get("kind") == "response" and kind == "tool-call":
+                    pending = open_calls.setdefault(call_id, [])
+                    if pending and pending[-1][0] != index:
+                        stranded += pending
+                        pending.clear()
+                    pending.append((index, part))
+                elif message.get("kind") == "request" and (
+                    kind == "tool-return" or (kind == "retry-prompt" and part.get("tool_name") is not None)
+                ):
+                    answered = open_calls.get(call_id)
+                    if answered:
+                        answered.pop(0)  # an answered id stays (empty): its place orders the calls of one message
+        return self
+
+    def dangling(self) -> list[Call]:
+        found = self.stranded + [call for calls in self.open_calls.values() for call in calls]
+        return sorted(found, key=lambda d: d[0])
 
 
 dangling_calls = _dangling
@@ -996,12 +1026,7 @@ def dangling_tool_call(c: Cassette) -> Iterator[Violation]:
     model requests are checked (a token count or a provider-side compaction of the same
     history would report the same calls twice).
     """
-    tools = {i for i, m in enumerate(c.messages) if any(p.get("part_kind") in _TOOL_KINDS for p in _parts(m))}
-    for ex in c.exchanges:
-        if ex.kind not in ("request", "request_stream") or tools.isdisjoint(ex.messages):
-            continue
-        table = c.messages
-        found = _dangling_in((k, table[i]) for k, i in enumerate(ex.messages) if i in tools)
+    for ex, found in _dangling_per_request(c):
         if not found:
             continue
         calls = [
@@ -1018,6 +1043,27 @@ def dangling_tool_call(c: Cassette) -> Iterator[Violation]:
             identity=("tools",),
             measure=dict(Counter(names)),
         )
+
+
+def _dangling_per_request(c: Cassette) -> Iterator[tuple[Exchange, list[Call]]]:
+    """:func:`_dangling_in` of every model request that sends a tool part, in exchange order.
+
+    Linear in the requests' lengths: a request whose messages start with all of its role's
+    previous request's continues that request's walk over the added messages only.
+    """
+    table = c.messages
+    tools = {i for i, m in enumerate(table) if any(p.get("part_kind") in _TOOL_KINDS for p in _parts(m))}
+    last: dict[str, tuple[list[int], _Calls]] = {}
+    for ex in c.exchanges:
+        if ex.kind not in ("request", "request_stream") or tools.isdisjoint(ex.messages):
+            continue
+        ids, start, calls = ex.messages, 0, _Calls()
+        before = last.get(ex.role)
+        if before is not None and len(before[0]) <= len(ids) and ids[: len(before[0])] == before[0]:
+            start, calls = len(before[0]), before[1].copy()
+        calls.walk((k, table[ids[k]]) for k in range(start, len(ids)) if ids[k] in tools)
+        last[ex.role] = (ids, calls)
+        yield ex, calls.dangling()
 
 
 @register("expectation")

@@ -16,6 +16,7 @@ import functools
 import gc
 import hashlib
 import re
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -210,7 +211,20 @@ def schema_for(cassette: Cassette, other: Cassette | None = None) -> Schema:
 
 
 def digest(value: Any) -> bytes:
-    return hashlib.blake2b(msgpack.packb(value, use_bin_type=True), digest_size=16).digest()
+    return hashlib.blake2b(pack(value), digest_size=16).digest()
+
+
+_PACKERS = threading.local()
+
+
+def pack(value: Any) -> bytes:
+    """``msgpack.packb(value, use_bin_type=True)`` with one packer per thread (building one per call
+    costs more than packing a message; a packer resets itself when a value cannot be packed)."""
+    packer = getattr(_PACKERS, "packer", None)
+    if packer is None:
+        packer = _PACKERS.packer = msgpack.Packer(use_bin_type=True)
+    packed: bytes = packer.pack(value)
+    return packed
 
 
 @dataclass

@@ -481,3 +481,80 @@ def test_a_worse_known_violation_names_what_is_new() -> None:
     older = load(root / "tests" / "fixtures" / "harness-0.54.0" / "seed001" / "keep_user_messages_true.cassette")
     (lost,) = [v for v in new_violations(recorded, older) if v.invariant == "content_lost"]
     assert lost.evidence["new"] == ["U11"] and "new since the recording: U11" in lost.message
+
+
+def _all_recordings() -> list[Path]:
+    from replay.cassette import iter_cassettes
+
+    root = Path(__file__).resolve().parents[2]
+    return sorted([*iter_cassettes(root / "cassettes"), *iter_cassettes(root / "tests" / "fixtures")])
+
+
+def test_dangling_calls_resumed_from_the_previous_request_equal_a_walk_of_each_request() -> None:
+    """The resumable walk (a request continuing its role's previous one) finds exactly what walking
+    each request from its first message finds, on every bundled and fixture recording."""
+    from replay.cassette import load
+
+    checked = found = 0
+    for path in _all_recordings():
+        c = load(path)
+        for ex, calls in invariants._dangling_per_request(c):
+            assert calls == _reference_dangling(c.expand(ex.messages)), (path, ex.role, ex.index)
+            checked += 1
+            found += bool(calls)
+    assert checked > 100
+
+
+def _reference_dangling(messages: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """The pairing walk as first written (pydantic-ai 2.62's rule), kept here as the reference."""
+    open_calls: dict[Any, list[tuple[int, dict[str, Any]]]] = {}
+    dangling: list[tuple[int, dict[str, Any]]] = []
+    for index, message in enumerate(messages):
+        for part in message.get("parts", []):
+            kind = part.get("part_kind")
+            call_id = part.get("tool_call_id")
+            if message.get("kind") == "response" and kind == "tool-call":
+                pending = open_calls.setdefault(call_id, [])
+                if pending and pending[-1][0] != index:
+                    dangling += pending
+                    pending.clear()
+                pending.append((index, part))
+            elif message.get("kind") == "request" and (
+                kind == "tool-return" or (kind == "retry-prompt" and part.get("tool_name") is not None)
+            ):
+                if open_calls.get(call_id):
+                    open_calls[call_id].pop(0)
+    dangling += [call for calls in open_calls.values() for call in calls]
+    return sorted(dangling, key=lambda d: d[0])
+
+
+def test_dangling_calls_resumed_on_random_histories_equal_a_walk_of_each_request() -> None:
+    """Reused ids, retries, results without calls, histories that grow and then restart (compaction)."""
+    import random
+
+    rng = random.Random(12)
+    checked = found = 0
+    for _ in range(300):
+        table: list[dict[str, Any]] = []
+        for _ in range(rng.randint(1, 12)):
+            ids = [f"c{rng.randint(1, 3)}" for _ in range(rng.randint(1, 3))]
+            if rng.random() < 0.5:
+                parts = [{"part_kind": "tool-call", "tool_name": "f", "tool_call_id": i} for i in ids]
+                table.append({"kind": "response", "parts": parts})
+            else:
+                kinds = ["tool-return", "retry-prompt", "user-prompt"]
+                parts = [{"part_kind": rng.choice(kinds), "tool_name": rng.choice(["f", None]), "tool_call_id": i} for i in ids]
+                table.append({"kind": "request", "parts": parts})
+        exchanges, history = [], []
+        for n in range(rng.randint(1, 8)):
+            if history and rng.random() < 0.2:
+                history = history[rng.randint(0, len(history)) :]  # compacted: no longer a prefix
+            history = history + [rng.randrange(len(table)) for _ in range(rng.randint(0, 3))]
+            role = rng.choice(["main", "main", "other"])
+            exchanges.append(Exchange(seq=n, role=role, index=n, kind="request", messages=list(history)))
+        c = Cassette(messages=table, exchanges=exchanges)
+        for ex, calls in invariants._dangling_per_request(c):
+            assert calls == _reference_dangling(c.expand(ex.messages))
+            checked += 1
+            found += bool(calls)
+    assert checked > 500 and found > 100
