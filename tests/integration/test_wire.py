@@ -121,25 +121,62 @@ SCRIPTS: dict[str, list[Reply | str]] = {
 }
 
 
-@pytest.fixture
-def recorded(project: Path, cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> dict[str, FakeOpenAI]:
+KEYS = {
+    "OPENAI_API_KEY": "sk-proj-wiretest4f7c1d9e2b8a6035",
+    "ANTHROPIC_API_KEY": "sk-ant-api03-wiretest4f7c1d9e2b8a6035",
+    "GROQ_API_KEY": "gsk_wiretest4f7c1d9e2b8a6035wiretest4f7c1d9e2b8a60",
+    "MISTRAL_API_KEY": "wiretest4f7c1d9e2b8a6035",
+}
+
+
+@pytest.fixture(scope="module")
+def wire_recording(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, FakeOpenAI]]:
+    """Every wire scenario recorded once per module (and worker) against its FakeOpenAI, in-process.
+
+    The tests below each get a copy (``recorded``): several edit their cassettes.
+    """
+    import contextlib
+    import io
+    import sys
+
+    from replay.cli import main
+
     for sdk in ("anthropic", "groq", "mistralai"):
         pytest.importorskip(sdk, reason=f"needs the {sdk} SDK (pydantic-ai-slim's extra; the dev extra installs it)")
-    (project / "scenarios" / "wire.py").write_text(SCENARIOS)
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-proj-wiretest4f7c1d9e2b8a6035")
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-api03-wiretest4f7c1d9e2b8a6035")
-    monkeypatch.setenv("GROQ_API_KEY", "gsk_wiretest4f7c1d9e2b8a6035wiretest4f7c1d9e2b8a60")
-    monkeypatch.setenv("MISTRAL_API_KEY", "wiretest4f7c1d9e2b8a6035")
+    root = tmp_path_factory.mktemp("wire-recording")
+    (root / "pyproject.toml").write_text("[tool.replay]\n")
+    (root / "scenarios").mkdir()
+    (root / "scenarios" / "wire.py").write_text(SCENARIOS)
     servers = {}
-    for sid, turns in SCRIPTS.items():
-        with FakeOpenAI(turns) as srv:
-            monkeypatch.setenv("FAKE_BASE_URL", srv.root_url)
-            res = cli("record", sid)
-            assert res.code == 0 and "outcome ok" in res.out, res.out + res.err
-            assert srv.remaining == 0
-        servers[sid] = srv
-    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GROQ_API_KEY", "MISTRAL_API_KEY"):
-        monkeypatch.delenv(var)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(root)
+        for name, value in KEYS.items():
+            mp.setenv(name, value)
+        for sid, turns in SCRIPTS.items():
+            with FakeOpenAI(turns) as srv:
+                mp.setenv("FAKE_BASE_URL", srv.root_url)
+                mp.setattr(sys, "argv", ["replay", "record", sid])
+                out, err = io.StringIO(), io.StringIO()
+                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), pytest.raises(SystemExit) as done:
+                    main()
+                assert done.value.code in (0, None) and "outcome ok" in out.getvalue(), out.getvalue() + err.getvalue()
+                assert srv.remaining == 0
+            servers[sid] = srv
+    return root, servers
+
+
+@pytest.fixture
+def recorded(
+    wire_recording: tuple[Path, dict[str, FakeOpenAI]], project: Path, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, FakeOpenAI]:
+    """This test's copy of the wire recordings; the servers are stopped, no key is set, the URL unroutable."""
+    import shutil
+
+    root, servers = wire_recording
+    (project / "scenarios" / "wire.py").write_text(SCENARIOS)
+    shutil.copytree(root / "cassettes", project / "cassettes")
+    for var in KEYS:
+        monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("FAKE_BASE_URL", UNROUTABLE)
     return servers
 
