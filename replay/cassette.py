@@ -190,6 +190,15 @@ class Cassette(_Model):
     expectations: dict[str, Any] = Field(default_factory=dict)
     histories: list[HistoryRecord] = Field(default_factory=list)
 
+    def __repr__(self) -> str:
+        """A summary: asyncio puts a finished task's result in the task's repr, and restoring the
+        SIGINT handler at the end of ``asyncio.run`` formats that repr twice, so a repr of every
+        message cost each recording and replay 3 % of its time (and it was megabytes long)."""
+        return (
+            f"Cassette(scenario_id={self.header.scenario_id!r}, {len(self.exchanges)} requests, "
+            f"{len(self.messages)} messages, outcome={self.outcome.status!r})"
+        )
+
     def blob(self, index: int | None) -> Any:
         return None if index is None else self.blobs[index]
 

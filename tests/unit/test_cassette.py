@@ -169,3 +169,11 @@ def test_cassettes_are_written_like_other_project_files(tmp_path: Path, umask: i
     finally:
         os.umask(previous)
     assert stat.S_IMODE(path.stat().st_mode) == mode
+
+
+def test_repr_is_a_summary_whatever_the_size() -> None:
+    """asyncio formats a finished task's result (the cassette ``execute`` returns) into the task's
+    repr when ``asyncio.run`` restores SIGINT: a repr of every message cost every run 3 %."""
+    c = Cassette(messages=[{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "x" * 10_000}]}] * 50)
+    c.header.scenario_id = "big/one"
+    assert repr(c) == "Cassette(scenario_id='big/one', 0 requests, 50 messages, outcome='ok')"
