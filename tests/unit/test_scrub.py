@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import dataclasses
 import json
 import random
 import string
@@ -476,3 +477,41 @@ def test_a_replay_screens_only_what_its_recording_does_not_hold() -> None:
         out = scrub_cassette(result, ScrubConfig(env={}), known)
         assert secret not in cm.dumps(out).decode("latin-1")
         assert out == scrub_cassette(result, ScrubConfig(env={}))  # the same result as screening everything
+
+
+@dataclasses.dataclass
+class _Report:
+    """Stands in for a report object: redact reads dataclasses and models through their fields."""
+
+    name: str
+    body: Any
+
+
+_outputs = st.recursive(
+    st.one_of(st.none(), st.integers(), _text),
+    lambda children: st.one_of(
+        st.lists(children, max_size=4),
+        st.dictionaries(_keys, children, max_size=4),
+        st.builds(_Report, _text, children),
+    ),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_outputs)
+def test_redact_screens_first_but_gives_what_the_walk_gives(value: Any) -> None:
+    """redact skips the walk when the screen of the value's JSON finds nothing: never a different result."""
+    from replay.scrub import redact
+
+    config = ScrubConfig(env={}, patterns=[r"ACME-[0-9]+"])
+    assert redact(value, config) == Scrubber(config).scrub_any(value)
+
+
+def test_redact_returns_a_clean_report_as_it_is() -> None:
+    from replay.scrub import redact
+
+    report = _Report("seed000/long", {"requests": [{"role": "main", "text": "turn 3: check the rollout dashboard"}] * 50})
+    assert redact(report, ScrubConfig(env={})) is report
+    leaky = _Report("x", {"text": f"key {CASES[2][1]}"})
+    assert CASES[2][1] not in json.dumps(dataclasses.asdict(redact(leaky, ScrubConfig(env={}))))
