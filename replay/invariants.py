@@ -443,17 +443,21 @@ def _message_chars(message: Message, loaded: list[Any] | None = None) -> int | N
     message make the floor exact. None when the message cannot be counted on its own. Shared
     by both sides of a comparison through ``replay._facts`` (one estimate per distinct content);
     ``loaded`` is the message as loaded there, whose copy without instructions is what loading
-    the message without them gives.
+    the message without them gives. The harness's estimate with ``len`` as its tokenizer counts
+    the same segments' characters without the floor, so one copy gives the four copies' figure.
     """
     if not _additive(message):
         return None
     if loaded is not None:
         try:
             copies = [replace(loaded[0], instructions=None)] if message.get("instructions") else loaded
-            counted = estimate(copies * 4)
-            return counted if counted is not None else len(_text(message))
         except Exception:  # not a request after all: load it without instructions, as below
-            pass
+            copies = None
+        if copies is not None:
+            counted = _characters(copies)
+            if counted is None:
+                counted = estimate(copies * 4)
+            return counted if counted is not None else len(_text(message))
     bare = {**message, "instructions": None} if message.get("instructions") else message
     found: int | None
     try:
@@ -464,6 +468,17 @@ def _message_chars(message: Message, loaded: list[Any] | None = None) -> int | N
     if found is None:
         found = len(_text(message))
     return found
+
+
+def _characters(messages: list[Any]) -> int | None:
+    """The characters the installed harness's estimate counts in ``messages`` (its tokenizer hook
+    called with ``len`` on each segment), or None if it cannot count them that way."""
+    try:
+        from pydantic_ai_harness.compaction import estimate_token_count
+
+        return int(estimate_token_count(messages, len))
+    except Exception:
+        return None
 
 
 def _instructions_chars(message: Message) -> int:

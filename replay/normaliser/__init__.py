@@ -44,6 +44,9 @@ VOLATILE_KEYS = frozenset(
 
 _GENERATED_ID = re.compile(r"^(pyd_ai_[0-9a-f]{8,}|call_[A-Za-z0-9]{20,}|toolu_[A-Za-z0-9]{20,})$")
 _UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
+_UUID_MIDDLE = re.compile(r"-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-")
+"""What every uuid contains; a search that starts with a literal skips through long texts ~70x
+faster than ``_UUID``, which tries its leading word boundary and 8 hex digits at every position."""
 _ID_KEYS = frozenset({"tool_call_id", "id"})
 
 
@@ -93,7 +96,7 @@ class Aliases:
         return alias
 
     def text(self, value: str) -> str:
-        if value.count("-") < 4 or not _UUID.search(value):  # a uuid has four hyphens: most texts never reach the regex
+        if value.count("-") < 4 or not _UUID_MIDDLE.search(value) or not _UUID.search(value):
             return value
 
         def sub(m: re.Match[str]) -> str:

@@ -558,3 +558,22 @@ def test_dangling_calls_resumed_on_random_histories_equal_a_walk_of_each_request
             checked += 1
             found += bool(calls)
     assert checked > 500 and found > 100
+
+
+def test_characters_by_the_len_tokenizer_equal_four_copies_floored() -> None:
+    """Each message's count the checks use (one copy, ``len`` as tokenizer) is the four-copy estimate it replaces."""
+    from replay.cassette import load
+
+    checked = 0
+    for path in _all_recordings():
+        for message in load(path).messages:
+            if not invariants._additive(message):
+                continue
+            bare = {**message, "instructions": None} if message.get("instructions") else message
+            try:
+                loaded = invariants.load_messages([bare])
+            except Exception:
+                continue
+            assert invariants._message_chars(message, invariants.load_messages([message])) == estimate(loaded * 4)
+            checked += 1
+    assert checked > 500

@@ -121,3 +121,24 @@ def test_a_malformed_schema_in_a_header_is_ignored_not_fatal() -> None:
                  {"classes": {"A": {"nested": {"f": ["A"]}, "defaults": {"d": "v"}}}, "roots": {"message": ["A", 7]}}):
         n = Normaliser(schema=compile_schema(junk))  # type: ignore[arg-type]
         assert n.root({"f": {"f": {"d": "v"}}, "d": "w"}, "message") is not None
+
+
+def test_uuid_prefilter_finds_every_uuid_the_full_pattern_finds() -> None:
+    """The cheap checks before the uuid regex never hide one (random texts dense in hyphens and hex)."""
+    import random
+
+    from replay.normaliser import _UUID, Aliases
+
+    rng = random.Random(7)
+    alphabet = "0123456789abcdef-- xg\n"
+    found = 0
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 80)))
+        if rng.random() < 0.3:
+            at = rng.randint(0, len(text))
+            text = text[:at] + "01a23008-f6b0-7361-839e-013b054dfe42" + text[at:]
+        expected = _UUID.sub(lambda m: "<uuid>", text)
+        got = Aliases().text(text)
+        assert (got == text) == (expected == text), text
+        found += expected != text
+    assert found > 40  # a uuid glued to hex digits is no word-bounded uuid: most insertions are not found
