@@ -376,6 +376,20 @@ def _child_cpu(cmd: list[str], timeout: float, cwd: Path, failures: list[str]) -
     return go
 
 
+def _bytecode() -> str:
+    """Whether the start-up lines compare compiled imports: with PYTHONDONTWRITEBYTECODE and no
+    compiled files, every process compiles pydantic-ai again (≈2x its import), which flatters
+    any ratio against ``import pydantic_ai``. ``make setup`` installs with --compile-bytecode."""
+    import importlib.util
+
+    found = {}
+    for name in ("pydantic_ai", "typer", "replay"):
+        spec = importlib.util.find_spec(name)
+        origin = spec.origin if spec is not None else None
+        found[name] = bool(origin) and Path(importlib.util.cache_from_source(str(origin))).exists()
+    return "bytecode compiled: " + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in found.items())
+
+
 def _children_clock() -> float:
     """CPU time of finished child processes (user + system): whole processes, unmoved by other load."""
     import resource
@@ -617,16 +631,17 @@ def bench_imports(quick: bool) -> None:
             "import pydantic_ai": proc(python, "-c", "import pydantic_ai"),
             "replay --help": proc(replay_exe, "--help"),
             "replay show": proc(replay_exe, "show", str(small)),
-        }, rounds, clock=time.perf_counter)
+        }, rounds, clock=_children_clock)
         ratio_line("7a replay --help", samples, "import pydantic_ai", "replay --help", 0.15, sec)
         ratio_line("7b replay show", samples, "import pydantic_ai", "replay show", 0.3, sec)
-        detail(f"whole processes, wall time; baseline `python -c 'import pydantic_ai'`; show of a {small.stat().st_size} B cassette")
+        detail(f"whole processes, CPU (user+sys) of each; baseline `python -c 'import pydantic_ai'`; show of a "
+               f"{small.stat().st_size} B cassette; {_bytecode()}")
         samples = interleave({
             "without plugin": proc(python, "-m", "pytest", "-q", "-p", "no:harness_replay", "test_plain.py"),
             "with plugin": proc(python, "-m", "pytest", "-q", "test_plain.py"),
-        }, rounds, clock=time.perf_counter)
+        }, rounds, clock=_children_clock)
         ratio_line("7c pytest + plugin", samples, "without plugin", "with plugin", 1.05, sec)
-        detail("pytest on one test that uses no cassette, with the harness-replay plugin vs `-p no:harness_replay`")
+        detail("pytest on one test that uses no cassette, with the harness-replay plugin vs `-p no:harness_replay`, CPU")
         loaded = subprocess.run([python, "-c", "import sys, replay.plugin; print(sorted({m.split('.')[0] for m in sys.modules} & "
                                  "{'pydantic', 'pydantic_core', 'pydantic_ai', 'deepdiff', 'rich', 'msgpack'}))"],
                                 capture_output=True, text=True, check=True).stdout.strip()

@@ -4,7 +4,6 @@ Exit codes fit CI: 0 nothing changed, 1 a change or violation was found, 2 bad i
 (usage, configuration or an unreadable cassette), always as one line without a traceback.
 """
 
-from __future__ import annotations
 
 import sys
 import time
@@ -177,7 +176,7 @@ def _discover(targets: list[str] | None, config: Config, failures: list[Any] | N
     return found
 
 
-def _import_errors(failures: list[Any], found: list[Any]) -> list[ScenarioReport]:
+def _import_errors(failures: list[Any], found: list[Any]) -> "list[ScenarioReport]":
     """One error report per scenario of a file that failed to import (the file itself if its ids are unknown)."""
     from .reporter import ScenarioReport
     have = {sc.id for sc in found}
@@ -218,7 +217,7 @@ def _import_checks(config: Config) -> None:
             raise ReplayUsageError(f"{config.source}: cannot import check module {name!r}: {exc}") from None
 
 
-def _exit_for(reports: list[ScenarioReport]) -> NoReturn:
+def _exit_for(reports: "list[ScenarioReport]") -> NoReturn:
     """2 when a cassette could not be judged (unreadable, or a check crashed on it), else 1 for any change."""
     if any(r.status == "error" for r in reports):
         raise typer.Exit(2)
@@ -449,7 +448,7 @@ def check(
     _exit_for(reports)
 
 
-def _without(report: ScenarioReport, ignored: Sequence[str]) -> ScenarioReport:
+def _without(report: "ScenarioReport", ignored: Sequence[str]) -> "ScenarioReport":
     """``check --ignore``: drop the violations of the named invariants (fnmatch globs)."""
     from fnmatch import fnmatchcase
 

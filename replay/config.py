@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -89,6 +88,8 @@ def load_config(start: Path | None = None) -> Config:
 @functools.lru_cache(maxsize=16)
 def _load(path: Path, stamp: int, cwd: Path) -> Config:
     """Parsed once per file version: the recorder reads the settings at every cassette it writes."""
+    import tomllib  # here: `replay --help` reads no configuration
+
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:

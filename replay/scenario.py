@@ -7,19 +7,18 @@ pydantic-ai code; harness-replay only watches the model traffic around it.
 
 from __future__ import annotations
 
-import ast
-import hashlib
-import importlib.util
 import inspect
 import sys
-import textwrap
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from ._untrusted import check_id
 from .errors import ReplayUsageError
+
+if TYPE_CHECKING:
+    import ast
 
 Mode = Literal["record", "replay"]
 ScenarioFunc = Callable[["Run"], Awaitable[Any]]
@@ -167,6 +166,9 @@ def _source_hash(func: Callable[..., Any], scenario_id: str) -> str:
     the function calls are not covered (a responder edit may or may not change the
     traffic; the replay itself says whether it did).
     """
+    import hashlib
+    import textwrap
+
     try:
         source = textwrap.dedent(inspect.getsource(func))
     except (OSError, TypeError):
@@ -247,6 +249,9 @@ def _import_file(path: Path) -> list[Scenario]:
     The module name hashes the file's path and content, so an edited file is imported
     afresh (its old registrations dropped) while an unchanged one is imported once.
     """
+    import hashlib
+    import importlib.util
+
     path = path.resolve()
     try:
         source = path.read_bytes()
@@ -276,6 +281,8 @@ def _scenario_files(directory: Path) -> list[Path]:
 
 def _decorator_id(node: ast.expr, stem: str, name: str) -> str | None | bool:
     """The id an ``@scenario`` decorator gives, False for another decorator, None if not literal."""
+    import ast
+
     func = node.func if isinstance(node, ast.Call) else node
     is_scenario = (isinstance(func, ast.Name) and func.id == "scenario") or (
         isinstance(func, ast.Attribute) and func.attr == "scenario"
@@ -301,6 +308,8 @@ def declared_ids(path: Path) -> list[str] | None:
     cannot be read statically (``scenario`` used other than as a plain decorator with a
     literal id, or a syntax error), so the caller imports the file to find out.
     """
+    import ast  # here, not at the top: `replay --help` need not pay for it
+
     try:
         tree = ast.parse(path.read_bytes(), filename=str(path))
     except (OSError, SyntaxError, ValueError):
