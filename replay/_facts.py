@@ -164,8 +164,9 @@ class Facts:
 
         Every table, run, exchange, observation, expectation and history equal; the header equal
         in what any stage reads from it (roles, schema defaults, scenario id, versions, source hash);
-        each message equal by content key. Then every check and every diff figure comes out the
-        same on both sides, so they are computed once.
+        each message equal by content key. Then both normalise to the same thing (the diff has no
+        change to look for) and every check that reads messages only through their content gives
+        both sides the same answer (``invariants._once``), so those are computed once.
         """
         memo = self._equivalent.get((id(a), id(b)))
         if memo is not None and memo[0] is a and memo[1] is b:

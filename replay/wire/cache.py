@@ -118,6 +118,8 @@ class _Sizes:
         self.cassette = cassette
         self.tokenizer = tokenizer
         self.memo: dict[int, int] = {}
+        self.facts = current()
+        """The comparison's shared facts (outside one: this cassette's own)."""
 
     def __call__(self, index: int) -> int:
         size = self.memo.get(index)
@@ -133,7 +135,7 @@ class _Sizes:
             hash(kind)
         except TypeError:  # an unhashable tokenizer: not shared
             return _estimate_one(self.cassette.messages[index], tokenizer)
-        facts, c = current(), self.cassette
+        facts, c = self.facts, self.cassette
         size: int = facts.get(kind, c, index, lambda m: _estimate_one(m, tokenizer, facts.loaded(c, index)))
         return size
 
