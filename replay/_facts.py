@@ -101,30 +101,41 @@ def content_key(message: Any) -> bytes:
 class Facts:
     """What one comparison computed per distinct message, and the content keys of its cassettes."""
 
-    def __init__(self) -> None:
+    def __init__(self, private: bool = False) -> None:
+        self.private = private
+        """Facts of one cassette alone (``replay check``): nothing to share, so messages are keyed by
+        their place in the table, not by a digest of their content."""
         self._keys: dict[int, tuple[list[Message], list[bytes | None]]] = {}
-        self._memo: dict[tuple[Hashable, bytes], Any] = {}
+        self._memo: dict[tuple[Hashable, Hashable], Any] = {}
         self._equivalent: dict[tuple[int, int], tuple[Cassette, Cassette, bool]] = {}
         self._per: dict[tuple[Hashable, int], tuple[Any, Any]] = {}
+        self._last: tuple[list[Message], list[bytes | None]] | None = None
+        """The table looked up last (most lookups are of the same table as the one before)."""
         self.hits = 0
         """How many facts were found already computed (tests read it to prove the sharing happens)."""
 
-    def key(self, c: Cassette, index: int) -> bytes:
+    def key(self, c: Cassette, index: int) -> Hashable:
         """The content key of ``c.messages[index]`` (held per message table: a copy of the cassette shares it)."""
         table = c.messages
         keys = self._table_keys(table)
+        if self.private:
+            return (id(table), index)  # the table is held by _table_keys, so its id stays its own
         found = keys[index]
         if found is None:
             found = keys[index] = content_key(table[index])
         return found
 
     def _table_keys(self, table: list[Message]) -> list[bytes | None]:
+        last = self._last
+        if last is not None and last[0] is table and len(last[1]) >= len(table):
+            return last[1]
         held = self._keys.get(id(table))
         if held is None or held[0] is not table:
             held = self._keys[id(table)] = (table, [None] * len(table))
         keys = held[1]
         if len(keys) < len(table):  # the table grew since (a cassette being built): keep up
             keys.extend([None] * (len(table) - len(keys)))
+        self._last = held
         return keys
 
     def get(self, kind: Hashable, c: Cassette, index: int, compute: Callable[[Message], T]) -> T:
@@ -133,11 +144,14 @@ class Facts:
 
     def loaded(self, c: Cassette, index: int) -> list[Any] | None:
         """``c.messages[index]`` loaded by the installed pydantic-ai (None if it cannot be): the one
-        validation both the checks' and the cache figures' estimates start from."""
+        validation both the checks' and the cache figures' estimates start from (a cassette checked
+        alone loads it for each: keeping every loaded message until the end cost more than a load)."""
+        if self.private:
+            return _load(c.messages[index])
         found: list[Any] | None = self.get("loaded", c, index, _load)
         return found
 
-    def of(self, kind: Hashable, key: bytes, compute: Callable[[], T]) -> T:
+    def of(self, kind: Hashable, key: Hashable, compute: Callable[[], T]) -> T:
         """``compute()`` for the content ``key`` (a :func:`content_key` or a tuple of them), computed once."""
         slot = (kind, key)
         if slot in self._memo:
@@ -190,12 +204,15 @@ class Facts:
         ):
             return False
         ma, mb = a.messages, b.messages
+        if self.private:
+            return all(ma[i] == mb[i] or content_key(ma[i]) == content_key(mb[i]) for i in range(len(ma)))
         if not all(ma[i] == mb[i] or self.key(a, i) == self.key(b, i) for i in range(len(ma))):
             return False
         # Equal keys index by index: one list serves both tables (a key computed for one side is the other's).
         keys_a, keys_b = self._table_keys(ma), self._table_keys(mb)
         merged = [x if x is not None else y for x, y in zip(keys_a, keys_b, strict=True)]
         self._keys[id(ma)], self._keys[id(mb)] = (ma, merged), (mb, merged)
+        self._last = None
         return True
 
 
@@ -212,13 +229,14 @@ _SCOPE: contextvars.ContextVar[Facts | None] = contextvars.ContextVar("replay_fa
 
 
 @contextlib.contextmanager
-def shared() -> Iterator[Facts]:
-    """The facts of the comparison in progress, or a new scope for one (nested scopes share the outer one)."""
+def shared(private: bool = False) -> Iterator[Facts]:
+    """The facts of the comparison in progress, or a new scope for one (nested scopes share the outer one);
+    ``private``: the new scope is for one cassette alone (see :attr:`Facts.private`)."""
     found = _SCOPE.get()
     if found is not None:
         yield found
         return
-    facts = Facts()
+    facts = Facts(private)
     token = _SCOPE.set(facts)
     try:
         yield facts

@@ -25,7 +25,7 @@ import contextvars
 import re
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -193,7 +193,7 @@ def _results(cassette: Cassette, names: list[str]) -> dict[str, Result]:
     # made a 4x cassette cost ~5x instead of 4x. The one cycle built here (an index and its
     # views) is broken by ``release``; a user's check that builds others is collected afterwards.
     try:
-        with paused_gc(), _facts.shared():
+        with paused_gc(), _facts.shared(private=True):
             for name in names:
                 try:
                     out[name] = list(_REGISTRY[name](cassette))
@@ -623,13 +623,15 @@ class _Index:
         return [self.msg(i) for i in ids]
 
     def _fact(self, kind: str, i: int, compute: Callable[[Message], Any]) -> Any:
-        """``compute(message i)``, shared by content with the other side (a rebuilt message: computed here)."""
-        if i < len(self.c.messages):
+        """``compute(message i)``, shared by content with the other side (a rebuilt message: computed here).
+
+        Callers keep what it returns per index, so a cassette checked alone computes it directly."""
+        if i < len(self.c.messages) and not self.facts.private:
             return self.facts.get(kind, self.c, i, compute)
         return compute(self.msg(i))
 
-    def key(self, i: int) -> bytes:
-        """Message ``i``'s content key (``replay._facts.content_key``)."""
+    def key(self, i: int) -> Hashable:
+        """Message ``i``'s key in the facts (``replay._facts``)."""
         return self.facts.key(self.c, i) if i < len(self.c.messages) else _facts.content_key(self.msg(i))
 
     def tokens(self, i: int) -> list[str]:
@@ -650,7 +652,10 @@ class _Index:
         if i not in self._chars:
             if i < len(self.c.messages):
                 facts, c = self.facts, self.c
-                self._chars[i] = facts.get("chars", c, i, lambda m: _message_chars(m, facts.loaded(c, i)))
+                if facts.private:  # kept here per index; the load is kept for the cache figures' size
+                    self._chars[i] = _message_chars(c.messages[i], facts.loaded(c, i))
+                else:
+                    self._chars[i] = facts.get("chars", c, i, lambda m: _message_chars(m, facts.loaded(c, i)))
             else:
                 self._chars[i] = _message_chars(self.msg(i))
         return self._chars[i]

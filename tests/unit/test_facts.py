@@ -9,9 +9,11 @@ recordings from different versions, which share some messages but are not equiva
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import re
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +69,11 @@ def _full(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _alone(monkeypatch: pytest.MonkeyPatch) -> None:
     """Nothing shared: each side and stage in a scope of its own (what the code did before the sharing)."""
-    monkeypatch.setattr(_facts, "shared", _facts.contextlib.contextmanager(lambda: iter([_facts.Facts()])))
+    @contextlib.contextmanager
+    def fresh(private: bool = False) -> Iterator[_facts.Facts]:
+        yield _facts.Facts(private)
+
+    monkeypatch.setattr(_facts, "shared", fresh)
     _full(monkeypatch)
 
 
