@@ -22,6 +22,7 @@ per message.
 from __future__ import annotations
 
 import contextvars
+import gc
 import re
 from bisect import bisect_left
 from collections import Counter
@@ -192,6 +193,9 @@ def _results(cassette: Cassette, names: list[str]) -> dict[str, Result]:
     # (the per-message facts are many) walks the loaded cassettes and those facts again, which
     # made a 4x cassette cost ~5x instead of 4x. The one cycle built here (an index and its
     # views) is broken by ``release``; a user's check that builds others is collected afterwards.
+    # Freezing first also files the (acyclic) loaded cassettes as old without a collection, so
+    # the next stage's allocations do not trigger a full one over them (0.45 s at 10,000 requests).
+    gc.freeze()
     try:
         with paused_gc(), _facts.shared(private=True):
             for name in names:
@@ -202,6 +206,7 @@ def _results(cassette: Cassette, names: list[str]) -> dict[str, Result]:
     finally:
         for ix in shared:
             ix.release()
+        gc.unfreeze()
         _CURRENT.reset(token)
     return out
 
