@@ -51,7 +51,10 @@ def _restamp(value: Any, ids: dict[str, str], collapse: bool = False) -> None:
 
 
 def rerun(c: Cassette, collapse: bool = False) -> Cassette:
-    out = c.model_copy(update={"messages": copy.deepcopy(c.messages)})
+    """``c`` as a replay on another harness version that sends the same requests would record it."""
+    header = c.header.model_copy(update={"harness_version": "0.61.0", "slim_version": "2.61.0", "mode": "replay",
+                                         "source_hash": "edited", "scenario_id": c.header.scenario_id or "s"})
+    out = c.model_copy(update={"messages": copy.deepcopy(c.messages), "header": header})
     _restamp(out.messages, {}, collapse)
     return out
 
