@@ -206,7 +206,8 @@ class _Watched:
                 return
             self.container_copies.append(dict(value) if cls is dict else cls(value))
             for item in value.values() if cls is dict else value:
-                self.add(item)
+                if type(item) not in _LEAVES:
+                    self.add(item)
             return
         fields = getattr(value, "__dict__", None)
         if type(fields) is not dict or getattr(type(value), "__slots__", None):
@@ -214,7 +215,8 @@ class _Watched:
         self.objects.append(value)
         self.object_copies.append(dict(fields))
         for item in fields.values():
-            self.add(item)
+            if type(item) not in _LEAVES:  # most fields: no call for them
+                self.add(item)
 
     def unchanged(self) -> bool:
         return [o.__dict__ for o in self.objects] == self.object_copies and self.containers == self.container_copies
