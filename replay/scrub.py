@@ -761,7 +761,7 @@ def _find_context(text: str, low: str, *, screen: bool = False) -> list[_Span]:
     times. A hit's outcome depends only on ``text[hs - 41 : he + 60]`` (the name, the character
     before it, the hex window), so an identical window gives the identical nothing."""
     for hs, he in _word_hits(text, low):
-        if hs < last or any(s <= hs < e for s, e in taken):
+        if hs < last or (taken and any(s <= hs < e for s, e in taken)):
             continue
         if screen:
             window = text[hs - 41 : he + 60] if hs >= 41 else f"{hs}:{text[: he + 60]}"
