@@ -18,7 +18,7 @@ from typing import Any, Literal
 from .. import _facts
 from ..cassette import Cassette, Exchange
 from ..normaliser import NormalCassette, NormalRequest, Rules, digest, normalise, paused_gc, schema_for
-from ..wire.cache import CacheChange, Price, RequestCost, Tokenizer, Tokens, request_costs, total
+from ..wire.cache import CacheChange, Price, RequestCost, Tokenizer, Tokens, equivalent_costs, request_costs, total
 from ..wire.cache import compare as compare_cache
 from ..wire.compare import WireChange
 from ..wire.compare import compare as compare_wire
@@ -419,7 +419,8 @@ def _diff_equivalent(
             ea, eb = indexed_a.get((role, i)), indexed_b.get((role, i))
             mains.append(MainRequest(role, i, len(q.messages), len(q.messages),
                                      ea.estimate if ea else None, eb.estimate if eb else None))
-    costs_a, costs_b = request_costs(ca, tokenizer), request_costs(cb, tokenizer)
+    costs_a = request_costs(ca, tokenizer)
+    costs_b = equivalent_costs(cb, ca, tokenizer)
     return Diff(
         scenario_id=ca.header.scenario_id or cb.header.scenario_id,
         a_label=a_label,
