@@ -13,9 +13,10 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast, get_args
+from typing import TYPE_CHECKING, Any, Literal, cast, get_args
 
-from .config import Config, load_config
+if TYPE_CHECKING:
+    from .config import Config
 
 SUFFIX = ".cassette"  # replay.cassette.SUFFIX, without importing the cassette stack
 
@@ -86,6 +87,8 @@ class Tally:
     def config(self, root: Path) -> Config:
         """``[tool.replay]`` of the project, read once: ``ignore`` and ``allow-hosts`` apply as in ``replay run``."""
         if self._config is None:
+            from .config import load_config  # only once a test uses a cassette
+
             self._config = load_config(root)
         return self._config
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from ._untrusted import check_id
 from .errors import ReplayUsageError
 
 if TYPE_CHECKING:
@@ -224,6 +223,8 @@ def scenario(
     def register(func: ScenarioFunc, scenario_id: str | None) -> ScenarioFunc:
         if not inspect.iscoroutinefunction(func):
             raise ReplayUsageError(f"@scenario needs an async def, got {func.__qualname__}")
+        from ._untrusted import check_id  # here: the pytest plugin imports this module in every pytest run
+
         sid = check_id(scenario_id or f"{_module_stem(func)}/{func.__name__}")  # it names a file: safe path only
         file = inspect.getsourcefile(func)
         _REGISTRY[sid] = Scenario(
