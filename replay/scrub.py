@@ -710,7 +710,7 @@ class Scrubber:
         if "\\" in text:
             text = _JSON_ESCAPE_RE.sub(" ", text)
         # Every shape is a run of 15+ token characters: look for gates in those runs only.
-        runs = " ".join(_RUN_RE.findall(text))
+        runs = " ".join(set(_RUN_RE.findall(text)))  # each distinct run once: keys and ids repeat
         present = _present(_GATES, runs) + ([(_PEM_GATE, 0)] if _PEM_GATE in text else [])
         self._gates = present
         if present and _shapes_re(tuple(sorted({i for _, i in present}))).search(text) is not None:
