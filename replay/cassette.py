@@ -7,8 +7,6 @@ the square of the conversation length, while runs of indices stay O(1) per reque
 Settings and request parameters (tool definitions) are interned the same way.
 """
 
-from __future__ import annotations
-
 import gc
 import hashlib
 import os
@@ -42,6 +40,11 @@ def is_harness_module(module: str) -> bool:
 class _Model(BaseModel):
     # Unknown fields are kept (a newer tool version may add optional ones); the loader has
     # already checked that they are JSON-shaped (replay._schema).
+    # Start-up cost (every `replay show` builds these classes): empty lists and dicts are plain
+    # defaults, which pydantic copies for each instance, because `Field(default_factory=list)`
+    # makes it read the builtin's signature through `tokenize` (a quarter of this module's
+    # import); and this module has no `from __future__ import annotations`, so pydantic does
+    # not compile and evaluate each field's annotation from a string.
     model_config = ConfigDict(extra="allow", strict=True, frozen=False)
 
 
@@ -62,7 +65,7 @@ class Header(_Model):
     python_version: str = ""
     platform: str = ""
     created_at: str = ""
-    roles: dict[str, str] = Field(default_factory=dict)
+    roles: dict[str, str] = {}
     """Role → where its agent was built (module), so a renamed inner agent is explainable."""
     schema_defaults: dict[str, Any] | None = None
     """Declared defaults of the recording version's message/part/parameter classes
@@ -80,15 +83,15 @@ class WireRecord(_Model):
 
     method: str
     url: str
-    request_headers: dict[str, str] = Field(default_factory=dict)
+    request_headers: dict[str, str] = {}
     body: int | None = None
     """Blob: the JSON object body without its top-level lists."""
-    body_lists: dict[str, list[int]] = Field(default_factory=dict)
+    body_lists: dict[str, list[int]] = {}
     """Top-level list fields of the body, as blob indices of their elements."""
     body_text: str | None = None
     """A body that is not a JSON object, as text."""
     status: int = 0
-    response_headers: dict[str, str] = Field(default_factory=dict)
+    response_headers: dict[str, str] = {}
     response: str = ""
     """The raw answer: JSON text, or the SSE event stream as sent."""
     stream: bool = False
@@ -104,7 +107,7 @@ class Exchange(_Model):
     kind: Kind
     model_name: str | None = None
     model_system: str | None = None
-    messages: list[int] = Field(default_factory=list)
+    messages: list[int] = []
     """Indices into :attr:`Cassette.messages`, expanded from ``[start, count]`` runs on disk."""
     settings: int | None = None
     parameters: int | None = None
@@ -139,8 +142,8 @@ class AgentRunRecord(_Model):
 
     role: str
     prompt: Any = None
-    history: list[int] = Field(default_factory=list)
-    result: list[int] = Field(default_factory=list)
+    history: list[int] = []
+    result: list[int] = []
     output: Any = None
     error: ErrorInfo | None = None
     estimate: int | None = None
@@ -169,8 +172,8 @@ class HistoryRecord(_Model):
     """
 
     name: str
-    messages: list[int] = Field(default_factory=list)
-    source: list[int] = Field(default_factory=list)
+    messages: list[int] = []
+    source: list[int] = []
     """The history it was derived from (e.g. what a direct ``compact()`` call got), if given."""
     after: int = 0
     """How many model calls had been made when it was observed: where it sits among the exchanges."""
@@ -181,14 +184,14 @@ class HistoryRecord(_Model):
 
 class Cassette(_Model):
     header: Header = Field(default_factory=Header)
-    messages: list[dict[str, Any]] = Field(default_factory=list)
-    blobs: list[Any] = Field(default_factory=list)
-    exchanges: list[Exchange] = Field(default_factory=list)
-    runs: list[AgentRunRecord] = Field(default_factory=list)
+    messages: list[dict[str, Any]] = []
+    blobs: list[Any] = []
+    exchanges: list[Exchange] = []
+    runs: list[AgentRunRecord] = []
     outcome: Outcome = Field(default_factory=Outcome)
-    observations: list[ObservationRecord] = Field(default_factory=list)
-    expectations: dict[str, Any] = Field(default_factory=dict)
-    histories: list[HistoryRecord] = Field(default_factory=list)
+    observations: list[ObservationRecord] = []
+    expectations: dict[str, Any] = {}
+    histories: list[HistoryRecord] = []
 
     def __repr__(self) -> str:
         """A summary: asyncio puts a finished task's result in the task's repr, and restoring the

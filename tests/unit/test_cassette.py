@@ -43,6 +43,20 @@ def test_round_trip_is_identity(tmp_path: Path) -> None:
     assert loads(dumps(c)) == c
 
 
+def test_default_lists_and_dicts_are_not_shared() -> None:
+    """The models' empty defaults are plain ``[]``/``{}`` (cheaper to import than default_factory):
+    each instance must still get its own, or one cassette's messages would leak into the next."""
+    first, second = Cassette(), Cassette()
+    first.messages.append({"kind": "request"})
+    first.header.roles["main"] = "m"
+    first.expectations["k"] = 1
+    assert second.messages == [] and second.header.roles == {} and second.expectations == {}
+    a, b = (Exchange(seq=0, role="main", index=0, kind="request") for _ in range(2))
+    a.messages.append(1)
+    assert b.messages == []
+    assert sample().messages is not sample().messages
+
+
 def test_messages_and_blobs_are_stored_once() -> None:
     c = sample()
     assert len(c.messages) == 5 + 5  # five distinct requests, five responses
