@@ -9,16 +9,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._untrusted import visible
-from .cassette import Cassette
-from .normaliser import Rules, normalise
+
+if TYPE_CHECKING:  # at run time the normaliser is imported by the normalised views only
+    from .cassette import Cassette
+    from .normaliser import Rules
 
 
-def render_json(cassette: Cassette, *, normalized: bool = False, rules: Rules = Rules()) -> dict[str, Any]:
+def render_json(cassette: Cassette, *, normalized: bool = False, rules: Rules | None = None) -> dict[str, Any]:
+    """Everything in the cassette as JSON (tables expanded), or its normalised form."""
     if normalized:
-        return normalise(cassette, rules).as_json()
+        from .normaliser import Rules, normalise
+
+        return normalise(cassette, rules or Rules()).as_json()
     c = cassette
     return {
         "header": c.header.model_dump(),
@@ -138,6 +143,8 @@ def _raw_lines(cassette: Cassette, *, normalized: bool = False) -> Iterator[str]
     if not normalized:
         yield f"# recorded {h.created_at} on {h.platform}, tool {h.tool_version}"
     if normalized:
+        from .normaliser import normalise
+
         n = normalise(cassette)
         for role, requests in n.requests.items():
             for i, req in enumerate(requests):
