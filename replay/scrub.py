@@ -28,7 +28,7 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any, NamedTuple, TypeVar
@@ -42,10 +42,18 @@ _MAX_PASSES = 4  # re-scan until nothing changes, so scrub() is idempotent
 _LEARN_MIN = 8  # a value found by context is scrubbed everywhere else only if this long
 _MAX_VALUE = 2048
 
+
+def _on_use(pattern: str) -> Callable[[], re.Pattern[str]]:
+    """``pattern`` compiled the first time a detector needs it. Most texts reach few detectors
+    (no ``Bearer``, ``://…@`` or AWS words, no value after a credential's name), and compiling
+    every one at import cost ``replay show`` more than scrubbing its output."""
+    return functools.cache(functools.partial(re.compile, pattern))
+
+
 # Older cassettes carry an 8-hex-digit hash in place of the ordinal; both are placeholders.
 _PLACEHOLDER = r"<secret:[a-z0-9._-]{1,40}:[0-9a-f]{1,16}>"
 PLACEHOLDER_RE = re.compile(_PLACEHOLDER)
-_ORDINAL_RE = re.compile(r"<secret:([a-z0-9._-]{1,40}):([0-9a-f]{1,16})>")
+_ORDINAL_RE = _on_use(r"<secret:([a-z0-9._-]{1,40}):([0-9a-f]{1,16})>")
 
 # A token may not start in the middle of a word ("task-...", "mask-..."), but it may
 # follow an underscore or punctuation ("OPENAI_API_KEY=sk-...").
@@ -219,34 +227,34 @@ _NOT_VALUES = frozenset(
 )  # fmt: skip
 _REFERENCE_STARTS = ("$", "{{", "%(", "<", "os.environ", "os.getenv", "env(", "process.env", "/", "./", "~/", "../")
 _NAME_STR = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-"
-_CONTEXT_WORD_RE = re.compile(r"(?i:pass|pwd|secret|token|key|auth|credential|cookie|sig|session)")
+_CONTEXT_WORD_RE = _on_use(r"(?i:pass|pwd|secret|token|key|auth|credential|cookie|sig|session)")
 _CONTEXT_GATES = ("pass", "pwd", "secret", "token", "key", "auth", "credential", "cookie", "sig", "session")
-_VALUE_RE = re.compile(
+_VALUE_RE = _on_use(
     r"[\"']?[ \t]*(?::=|=>|[:=])[ \t]*"
     r"(?:(?i:bearer|basic|token|digest|apikey|key|sso-key|otp|sharedaccesssignature)[ \t]+)?"
     r"(?:(?P<o>[\"'`])(?P<qv>[^\"'`\r\n]{1,2048})(?P=o)|(?P<v>[^\s\"'`,;&<>(){}\[\]|]{1,2048}))"
 )
-_HEX_NEAR_RE = re.compile(r"(?<![0-9A-Za-z])(?=[0-9a-fA-F]*[0-9])(?=[0-9a-fA-F]*[a-fA-F])(?:[0-9a-f]{32,}|[0-9A-F]{32,})(?![0-9A-Za-z])")
+_HEX_NEAR_RE = _on_use(r"(?<![0-9A-Za-z])(?=[0-9a-fA-F]*[0-9])(?=[0-9a-fA-F]*[a-fA-F])(?:[0-9a-f]{32,}|[0-9A-F]{32,})(?![0-9A-Za-z])")
 _HEX_WORDS = frozenset({"token", "key", "secret", "password", "auth", "credential", "sig", "session", "pass"})
 
-_AUTH_RE = re.compile(
+_AUTH_RE = _on_use(
     f"(?P<ph>{_PLACEHOLDER})"
     r"|(?i:\bbearer)\s+(?P<bearer>(?=[A-Za-z0-9._~+/-]*[0-9])[A-Za-z0-9._~+/-]{8,}=*)"
     r"|(?i:\bbasic)\s+(?P<basic>[A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])"
 )
-_URL_RE = re.compile(
+_URL_RE = _on_use(
     f"(?P<ph>{_PLACEHOLDER})"
     r"|://[^\s/:@<>\"']*:(?P<url_password>[^\s/@<>\"']+)@"
     r"|://(?P<url_token>(?=[A-Za-z0-9._~-]*[0-9])[A-Za-z0-9._~-]{16,})@"
 )
 # An AWS secret access key is just 40 base64 characters; only its surroundings give it
 # away, so it is looked for only in strings that talk about AWS.
-_AWS_CONTEXT_RE = re.compile(r"(?i:(?<![a-z])aws|secret_?access_?key)|(?:AKIA|ASIA)[0-9A-Z]{16}")
-_AWS_SECRET_RE = re.compile(f"(?P<ph>{_PLACEHOLDER})" + r"|(?<![A-Za-z0-9/+])(?P<aws>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])")
+_AWS_CONTEXT_RE = _on_use(r"(?i:(?<![a-z])aws|secret_?access_?key)|(?:AKIA|ASIA)[0-9A-Z]{16}")
+_AWS_SECRET_RE = _on_use(f"(?P<ph>{_PLACEHOLDER})" + r"|(?<![A-Za-z0-9/+])(?P<aws>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])")
 
 _PEM_GATE = "-----BEGIN"  # the one gate with a space after it: not inside a run
 _RUN_RE = re.compile(r"[A-Za-z0-9_\-.~+/=:]{15,}")
-_JSON_ESCAPE_RE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|.)")
+_JSON_ESCAPE_RE = _on_use(r"\\(?:u[0-9a-fA-F]{4}|.)")
 _ENV_NAME_RE = re.compile(r"key|token|secret|passw|auth|credential|cookie", re.IGNORECASE)
 _ENV_NOT_SECRET = frozenset({"PWD", "OLDPWD", "GPG_AGENT_INFO", "SSH_AUTH_SOCK", "XAUTHORITY", "KEYTIMEOUT"})
 
@@ -534,7 +542,7 @@ class Scrubber:
         The recording numbered those secrets at this point of the walk; counting them keeps
         the replay's later secrets on the numbers the recording gave them.
         """
-        for m in _ORDINAL_RE.finditer(text):
+        for m in _ORDINAL_RE().finditer(text):
             n = m.group(2)
             if n.isdigit() and len(n) <= 6:
                 self._counts[m.group(1)] = max(self._counts[m.group(1)], int(n))
@@ -545,13 +553,13 @@ class Scrubber:
             text = _shapes_re(active).sub(self._replace_shape, text)
         low = text.lower()
         if "bearer" in low or "basic" in low:
-            text = _AUTH_RE.sub(self._replace_group, text)
+            text = _AUTH_RE().sub(self._replace_group, text)
         if "://" in text and "@" in text:
-            text = _URL_RE.sub(self._replace_group, text)
+            text = _URL_RE().sub(self._replace_group, text)
         if any(g in low for g in _CONTEXT_GATES):
             text = self._context(text, low)
-        if ("aws" in low or "access" in low or "AKIA" in text or "ASIA" in text) and _AWS_CONTEXT_RE.search(text):
-            text = _AWS_SECRET_RE.sub(self._replace_group, text)
+        if ("aws" in low or "access" in low or "AKIA" in text or "ASIA" in text) and _AWS_CONTEXT_RE().search(text):
+            text = _AWS_SECRET_RE().sub(self._replace_group, text)
         text = self._literals(text)
         for pattern in self._user:
             text = self._sub_user(pattern, text)
@@ -708,7 +716,7 @@ class Scrubber:
         if self._user or '"kind": "binary"' in text or '"kind":"binary"' in text:
             return True  # user patterns can match anything; files are base64 until decoded
         if "\\" in text:
-            text = _JSON_ESCAPE_RE.sub(" ", text)
+            text = _JSON_ESCAPE_RE().sub(" ", text)
         # Every shape is a run of 15+ token characters: look for gates in those runs only.
         runs = " ".join(set(_RUN_RE.findall(text)))  # each distinct run once: keys and ids repeat
         present = _present(_GATES, runs) + ([(_PEM_GATE, 0)] if _PEM_GATE in text else [])
@@ -716,12 +724,12 @@ class Scrubber:
         if present and _shapes_re(tuple(sorted({i for _, i in present}))).search(text) is not None:
             return True
         low = text.lower()
-        if ("bearer" in low or "basic" in low) and _AUTH_RE.search(text):
+        if ("bearer" in low or "basic" in low) and _AUTH_RE().search(text):
             return True
-        if "://" in text and "@" in text and _URL_RE.search(text):
+        if "://" in text and "@" in text and _URL_RE().search(text):
             return True
-        if ("aws" in low or "access" in low or "AKIA" in text or "ASIA" in text) and _AWS_CONTEXT_RE.search(text):
-            if _AWS_SECRET_RE.search(text):
+        if ("aws" in low or "access" in low or "AKIA" in text or "ASIA" in text) and _AWS_CONTEXT_RE().search(text):
+            if _AWS_SECRET_RE().search(text):
                 return True
         # Any credential-like name counts, whatever follows: a JSON key's value is a secret whatever it looks like.
         return any(g in low for g in _CONTEXT_GATES) and bool(_find_context(text, low, screen=True))
@@ -736,7 +744,7 @@ _T = TypeVar("_T")
 def _word_hits(text: str, low: str) -> list[tuple[int, int]]:
     """Where the context words stand, found with C-speed ``str.find`` on the lower-cased text."""
     if len(low) != len(text):  # a few characters change length when lower-cased: positions would drift
-        return [m.span() for m in _CONTEXT_WORD_RE.finditer(text)]
+        return [m.span() for m in _CONTEXT_WORD_RE().finditer(text)]
     hits = []
     for word in _CONTEXT_GATES:
         pos = low.find(word)
@@ -775,7 +783,7 @@ def _find_context(text: str, low: str, *, screen: bool = False) -> list[_Span]:
         if screen and kind is not None:
             return [_Span(s, e, text[s:e], kind)]
         if kind is not None:
-            vm = _VALUE_RE.match(text, e)
+            vm = _VALUE_RE().match(text, e)
             if vm is not None:
                 group = "qv" if vm.group("qv") is not None else "v"
                 value = vm.group(group)
@@ -787,7 +795,7 @@ def _find_context(text: str, low: str, *, screen: bool = False) -> list[_Span]:
                     last = start + len(value)
                     continue
         if low[hs:he] in _HEX_WORDS:
-            hm = _HEX_NEAR_RE.search(text, he, min(n, he + 60))
+            hm = _HEX_NEAR_RE().search(text, he, min(n, he + 60))
             if hm is not None and not any(s2 <= hm.start() < e2 for s2, e2 in taken):
                 spans.append(_Span(hm.start(), hm.end(), hm.group(), "hex-token"))
                 last = hm.end()
@@ -915,7 +923,7 @@ def name_key(name: str) -> str:
     count within a cassette, so the key keeps the kind and drops the ordinal.
     """
     scrubbed = Scrubber(ScrubConfig(patterns=list(_user_patterns()))).scrub_text(name)
-    return _ORDINAL_RE.sub(r"<secret:\1>", scrubbed) if "<secret:" in scrubbed else scrubbed
+    return _ORDINAL_RE().sub(r"<secret:\1>", scrubbed) if "<secret:" in scrubbed else scrubbed
 
 
 def _user_patterns() -> tuple[str, ...]:
