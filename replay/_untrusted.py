@@ -9,6 +9,7 @@ Every front goes through these helpers, so a new output path cannot forget one o
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterator
@@ -27,11 +28,23 @@ _CONTROL_RANGES = (
     "\U000e0001\U000e0020-\U000e007f"
 )
 _UNSAFE_LINE = re.compile(f"[\x00-\x1f{_CONTROL_RANGES}]")
-_UNSAFE_BLOCK = re.compile(f"[\x00-\x08\x0b-\x1f{_CONTROL_RANGES}]")
-"""As above but keeping tab and newline: for text that is several lines by design."""
-_UNSAFE_IN_JSON = re.compile(f"[{_CONTROL_RANGES}]")
-"""What ``json.dumps(ensure_ascii=False)`` leaves raw: it escapes C0 in strings itself, and a
-raw newline or space in its output is indentation, outside any string."""
+
+
+# The classes below are compiled on first use (each costs a third of a millisecond, and most
+# commands print only single-line text): every command imports this module.
+@functools.cache
+def _unsafe_block() -> re.Pattern[str]:
+    """As ``_UNSAFE_LINE`` but keeping tab and newline: for text that is several lines by design."""
+    return re.compile(f"[\x00-\x08\x0b-\x1f{_CONTROL_RANGES}]")
+
+
+@functools.cache
+def _unsafe_in_json() -> re.Pattern[str]:
+    """What ``json.dumps(ensure_ascii=False)`` leaves raw: it escapes C0 in strings itself, and a
+    raw newline or space in its output is indentation, outside any string."""
+    return re.compile(f"[{_CONTROL_RANGES}]")
+
+
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -50,7 +63,7 @@ def visible(text: str, *, multiline: bool = False) -> str:
     The one escaping step for terminal text: ``\\x1b`` cannot start a sequence, ``\\r`` cannot
     overwrite a line and, unless ``multiline``, ``\\n`` cannot start a forged one.
     """
-    pattern = _UNSAFE_BLOCK if multiline else _UNSAFE_LINE
+    pattern = _unsafe_block() if multiline else _UNSAFE_LINE
     if pattern.search(text) is None:
         return text
     return pattern.sub(_visible_char, text)
@@ -73,15 +86,17 @@ def dumps_json(value: Any, **kwargs: Any) -> str:
     kwargs.setdefault("ensure_ascii", False)
     kwargs.setdefault("default", str)
     text = json.dumps(value, **kwargs)
-    return _UNSAFE_IN_JSON.sub(_json_char, text) if _UNSAFE_IN_JSON.search(text) else text
+    unsafe = _unsafe_in_json()
+    return unsafe.sub(_json_char, text) if unsafe.search(text) else text
 
 
 def json_chunks(value: Any, **kwargs: Any) -> Iterator[str]:
     """:func:`dumps_json` in pieces, so a caller with an output budget can stop early."""
     kwargs.setdefault("ensure_ascii", False)
     kwargs.setdefault("default", str)
+    unsafe = _unsafe_in_json()
     for chunk in json.JSONEncoder(**kwargs).iterencode(value):
-        yield _UNSAFE_IN_JSON.sub(_json_char, chunk) if _UNSAFE_IN_JSON.search(chunk) else chunk
+        yield unsafe.sub(_json_char, chunk) if unsafe.search(chunk) else chunk
 
 
 def md_code(text: str) -> str:
@@ -100,13 +115,16 @@ def md_fence(lines: list[str]) -> list[str]:
     return [fence, *lines, fence]
 
 
-_XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+@functools.cache
+def _xml_illegal() -> re.Pattern[str]:
+    return re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 def xml_text(text: str) -> str:
     """Text for an XML document: controls visible (XML 1.0 cannot hold most of them at all)."""
     out = visible(text, multiline=True)
-    return _XML_ILLEGAL.sub(_visible_char, out) if _XML_ILLEGAL.search(out) else out
+    illegal = _xml_illegal()
+    return illegal.sub(_visible_char, out) if illegal.search(out) else out
 
 
 # --------------------------------------------------------------------------- scenario ids and paths
