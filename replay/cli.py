@@ -5,9 +5,10 @@ Exit codes fit CI: 0 nothing changed, 1 a change or violation was found, 2 bad i
 """
 
 
+import copy
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
@@ -111,21 +112,57 @@ _OUT_IS_A_FILE = frozenset({"html", "report"})
 
 
 def build_command() -> Any:
-    """The click command behind ``app``, with value names people read (``--ignore RULE``, not ``<list[str]>``)."""
-    cmd = typer.main.get_command(app)
-    for name, sub in getattr(cmd, "commands", {}).items():
-        for param in sub.params:
-            if param.metavar is not None or getattr(param, "is_flag", False) or hasattr(getattr(param, "type", None), "choices"):
-                continue
-            if param.name == "out" and name in _OUT_IS_A_FILE:
-                param.metavar = "FILE"
-            elif name == "check" and param.name == "ignore":
-                param.metavar = "INVARIANT"
-            else:
-                param.metavar = _METAVARS.get(param.name or "", (param.name or "value").upper())
-            if hasattr(param, "display_type_rich"):  # newer typer appends "<list[str]>" to an argument's name
-                param.display_type_rich = lambda ctx: None
+    """The click command behind ``app``: its subcommands are built when first looked up (see :class:`_Commands`)."""
+    shell = copy.copy(app)  # the group itself (callback, --version, completion) without the subcommands
+    shell.registered_commands = []
+    cmd = typer.main.get_command(shell)
+    cmd.commands = _Commands(app.registered_commands)  # type: ignore[attr-defined]
     return cmd
+
+
+class _Commands(Mapping[str, Any]):
+    """``replay``'s subcommands by name, each built by typer on first lookup.
+
+    Building one reads its function's signature and type hints and makes its click
+    parameters; building all eleven for every run of one was a sixth of ``replay show``'s
+    own start-up. ``--help`` and shell completion still look every one up.
+    """
+
+    def __init__(self, infos: Sequence[Any]) -> None:
+        self._infos = {info.name or typer.main.get_command_name(info.callback.__name__): info for info in infos}
+        self._built: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        built = self._built.get(name)
+        if built is None:
+            info = self._infos[name]
+            built = typer.main.get_command_from_info(
+                info, pretty_exceptions_short=app.pretty_exceptions_short, rich_markup_mode=app.rich_markup_mode
+            )
+            self._built[name] = built = _readable(name, built)
+        return built
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._infos)
+
+    def __len__(self) -> int:
+        return len(self._infos)
+
+
+def _readable(name: str, sub: Any) -> Any:
+    """Value names people read (``--ignore RULE``, not ``<list[str]>``)."""
+    for param in sub.params:
+        if param.metavar is not None or getattr(param, "is_flag", False) or hasattr(getattr(param, "type", None), "choices"):
+            continue
+        if param.name == "out" and name in _OUT_IS_A_FILE:
+            param.metavar = "FILE"
+        elif name == "check" and param.name == "ignore":
+            param.metavar = "INVARIANT"
+        else:
+            param.metavar = _METAVARS.get(param.name or "", (param.name or "value").upper())
+        if hasattr(param, "display_type_rich"):  # newer typer appends "<list[str]>" to an argument's name
+            param.display_type_rich = lambda ctx: None
+    return sub
 
 
 def _fail(message: str, code: int = 2) -> NoReturn:
