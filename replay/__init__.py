@@ -9,6 +9,8 @@ pydantic-ai imports until a test actually uses a cassette. Modules are the pipel
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -31,11 +33,31 @@ _EXPORTS = {
     "Violation": "invariants",
     "register": "invariants",
     "run_checks": "invariants",
+    "Run": "scenario",
+    "Scenario": "scenario",
+    "discover": "scenario",
+    "scenario": "scenario",
 }
 
-# Eager and light: the ``scenario`` function shares its name with its module, and must win.
 from .errors import CassetteError, ReplayError, ReplayUsageError  # noqa: E402
-from .scenario import Run, Scenario, discover, scenario  # noqa: E402
+
+
+class _Package(types.ModuleType):
+    """``replay`` itself: ``replay.scenario`` is the decorator, never the module of that name.
+
+    Importing the submodule ``replay.scenario`` (``from replay.scenario import discover``, or
+    this package's lazy ``__getattr__``) binds it on the package; the decorator is bound in its
+    place, as an eager ``from .scenario import scenario`` here once did. Lazy because every
+    ``replay`` command and pytest run imports this package, and most never define a scenario.
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "scenario" and isinstance(value, types.ModuleType):
+            value = value.scenario
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 __all__ = [
     "Cassette",
@@ -71,6 +93,7 @@ if TYPE_CHECKING:
     from .normaliser import Rules, normalise
     from .recorder import Session, record, recording
     from .replayer import ReplayResult, replay
+    from .scenario import Run, Scenario, discover, scenario
 
 
 def __getattr__(name: str) -> Any:

@@ -41,3 +41,29 @@ def test_cli_show_does_not_import_pydantic_ai() -> None:
     code = f"import sys; sys.argv = ['replay', 'show', {str(cassette)!r}]\nfrom replay.cli import main\ntry:\n    main()\nexcept SystemExit:\n    pass"
     heavy = _heavy_after(code)
     assert "pydantic_ai" not in heavy and "deepdiff" not in heavy and "rich" not in heavy, heavy
+
+
+def test_scenario_is_the_decorator_whichever_import_comes_first() -> None:
+    """`replay` imports its scenario module lazily; the submodule's import must not shadow the decorator."""
+    code = (
+        "import sys, replay\nassert 'replay.scenario' not in sys.modules\n"
+        "from replay.scenario import discover\nfrom replay import Run, scenario\nimport replay.scenario as again\n"
+        "assert callable(scenario) and scenario is replay.scenario is again and Run.__module__ == 'replay.scenario'\n"
+        "print('ok')"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "ok", done.stderr
+
+
+def test_cli_show_imports_only_what_it_prints_with() -> None:
+    """The plain view needs neither the scenario machinery nor the normaliser (start-up, bench line 7b)."""
+    from pathlib import Path
+
+    cassette = Path(__file__).resolve().parents[2] / "cassettes" / "coverage" / "tool_call.cassette"
+    code = (
+        f"import sys; sys.argv = ['replay', 'show', {str(cassette)!r}]\nfrom replay.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('replay.scenario', 'replay.normaliser', 'replay.differ') if m in sys.modules), file=sys.stderr)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr
