@@ -38,6 +38,11 @@ VOLATILE = frozenset({"timestamp", "run_id", "conversation_id"})
 """Keys of a message or part whose value changes on every run and that no estimate or check reads
 (as are keys ending in ``created_at``: the harness stamps its summaries' metadata with one)."""
 
+def volatile(key: str) -> bool:
+    """Whether a value under ``key`` may be reduced to its shape in a content key (anywhere: a superset)."""
+    return key in VOLATILE or key.endswith("created_at")
+
+
 _TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?(?:Z|[+-]\d{2}:\d{2})?\Z")
 _ID = re.compile(r"[0-9A-Za-z_-]{1,128}\Z")
 
@@ -142,6 +147,25 @@ class Facts:
         """``compute(c.messages[index])``, computed once per distinct content in this scope."""
         return self.of(kind, self.key(c, index), lambda: compute(c.messages[index]))
 
+    def shareable(self, kind: Hashable, c: Cassette, index: int, compute: Callable[[Message], tuple[T, bool]]) -> T:
+        """``compute(c.messages[index])``, which also says whether its value is a function of the
+        message's content alone: only then is it shared by content (else each side computes its own).
+
+        For values that can depend on what came before in the same cassette (a normalised message
+        whose generated ids or uuids were aliased to ordinals): a message that needed no alias is
+        the same on both sides, one that did is recomputed in its own cassette's order.
+        """
+        slot = (kind, self.key(c, index))
+        found = self._memo.get(slot, _ABSENT)
+        if found is not _ABSENT:
+            self.hits += 1
+            value: T = found
+            return value
+        value, content_only = compute(c.messages[index])
+        if content_only:
+            self._memo[slot] = value
+        return value
+
     def loaded(self, c: Cassette, index: int) -> list[Any] | None:
         """``c.messages[index]`` loaded by the installed pydantic-ai (None if it cannot be): the one
         validation both the checks' and the cache figures' estimates start from (a cassette checked
@@ -216,6 +240,9 @@ class Facts:
         return True
 
 
+_ABSENT: Any = object()
+
+
 def _load(message: Message) -> list[Any] | None:
     from .recorder import load_messages
 
@@ -242,6 +269,11 @@ def shared(private: bool = False) -> Iterator[Facts]:
         yield facts
     finally:
         _SCOPE.reset(token)
+
+
+def active() -> Facts | None:
+    """The active scope's facts, or None outside a scope (where keying messages would only cost)."""
+    return _SCOPE.get()
 
 
 def current() -> Facts:

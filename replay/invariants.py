@@ -397,6 +397,16 @@ def _needles(message: Message) -> list[list[str]]:
     return [t for t in map(_TOKEN.findall, parts) if t]
 
 
+def _words(message: Message) -> tuple[list[str], list[list[str]]]:
+    """``(_tokens(message), _needles(message))`` from one tokenisation of each part.
+
+    The same: ``_text`` joins the part texts with a space, which no token contains or spans, so
+    its tokens are each part's tokens one after the other; the needles are some parts' tokens.
+    """
+    per = [(p.get("part_kind"), _TOKEN.findall(_part_text(p))) for p in _parts(message)]
+    return [t for _, ts in per for t in ts], [ts for kind, ts in per if ts and kind in ("user-prompt", "text")]
+
+
 class _Grams:
     """A text tokenised once (words and single punctuation marks) for word-bounded lookups.
 
@@ -596,8 +606,7 @@ class _Index:
         self.extra: list[Message] = []
         """Messages rebuilt by the checks (a prompt a compaction dropped), numbered after the table."""
         self._chars: dict[int, int | None] = {}
-        self._tokens: dict[int, list[str]] = {}
-        self._needles: dict[int, list[list[str]]] = {}
+        self._words: dict[int, tuple[list[str], list[list[str]]]] = {}
         self._instr: dict[int, int] = {}
         self._norm: list[bytes] | None = None
         self._views: dict[str, list[_View]] | None = None
@@ -641,16 +650,17 @@ class _Index:
 
     def tokens(self, i: int) -> list[str]:
         """The words and marks of a message's text, tokenised once."""
-        found = self._tokens.get(i)
-        if found is None:
-            found = self._tokens[i] = self._fact("tokens", i, _tokens)
-        return found
+        return self.words(i)[0]
 
     def needles(self, i: int) -> list[list[str]]:
         """The tokens of each non-empty user or assistant text of a message: what a compaction must not lose."""
-        found = self._needles.get(i)
+        return self.words(i)[1]
+
+    def words(self, i: int) -> tuple[list[str], list[list[str]]]:
+        """:meth:`tokens` and :meth:`needles` of a message, from one tokenisation (most messages need both)."""
+        found = self._words.get(i)
         if found is None:
-            found = self._needles[i] = self._fact("needles", i, _needles)
+            found = self._words[i] = self._fact("words", i, _words)
         return found
 
     def chars(self, i: int) -> int | None:
@@ -684,7 +694,18 @@ class _Index:
     def norm(self) -> list[bytes]:
         if self._norm is None:
             n = Normaliser()
-            self._norm = [digest(n.value(m)) for m in self.c.messages]
+            facts, c = self.facts, self.c
+            if facts.private:
+                self._norm = [digest(n.value(m)) for m in c.messages]
+            else:  # one digest per content for both sides, unless an alias was needed (see Facts.shareable)
+                aliases = n.aliases
+
+                def compute(m: Message) -> tuple[bytes, bool]:
+                    used = aliases.used
+                    found = digest(n.value(m))
+                    return found, aliases.used == used
+
+                self._norm = [facts.shareable("norm", c, i, compute) for i in range(len(c.messages))]
         return self._norm
 
     def has_summary(self, ids: list[int]) -> bool:

@@ -88,8 +88,12 @@ class Aliases:
 
     ids: dict[str, str] = field(default_factory=dict)
     uuids: dict[str, str] = field(default_factory=dict)
+    used: int = 0
+    """How many values were aliased so far: a value normalised without any is a function of its
+    content alone, whatever came before it in the cassette (``replay._facts`` shares those)."""
 
     def tool_id(self, value: str) -> str:
+        self.used += 1
         alias = self.ids.get(value)
         if alias is None:
             alias = self.ids[value] = f"<id#{len(self.ids) + 1}>"
@@ -100,6 +104,7 @@ class Aliases:
             return value
 
         def sub(m: re.Match[str]) -> str:
+            self.used += 1
             alias = self.uuids.get(m.group(0))
             if alias is None:
                 alias = self.uuids[m.group(0)] = f"<uuid#{len(self.uuids) + 1}>"
@@ -210,7 +215,11 @@ def schema_for(cassette: Cassette, other: Cassette | None = None) -> Schema:
         installed = installed_schema()
         own = own if own is not None else installed
         theirs = theirs if theirs is not None or other is None else installed
-    return compile_schema(merge(own, theirs))
+    merged = merge(own, theirs)
+    schema = compile_schema(merged)
+    with contextlib.suppress(TypeError, ValueError, OverflowError):
+        schema.token = digest(merged)
+    return schema
 
 
 def digest(value: Any) -> bytes:
@@ -307,9 +316,7 @@ def normalise(cassette: Cassette, rules: Rules = Rules(), schema: Schema | None 
 
 def _normalise(cassette: Cassette, rules: Rules, schema: Schema | None) -> NormalCassette:
     n = Normaliser(rules, schema if schema is not None else schema_for(cassette))
-    message_kind = n.schema.root("message")
-    messages = [n.value(m, message_kind) for m in cassette.messages]
-    message_digests = [digest(m) for m in messages]
+    messages, message_digests = _messages(cassette, n)
     params = {ex.parameters for ex in cassette.exchanges if ex.parameters is not None}
     parameters_kind = n.schema.root("parameters")
     blobs = [n.value(b, parameters_kind if i in params else None) for i, b in enumerate(cassette.blobs)]
@@ -334,6 +341,34 @@ def _normalise(cassette: Cassette, rules: Rules, schema: Schema | None) -> Norma
             for h in cassette.histories
         ],
     )
+
+
+def _messages(cassette: Cassette, n: Normaliser) -> tuple[list[Any], list[bytes]]:
+    """The normalised message table and its digests.
+
+    In a comparison (``replay._facts``) a message is normalised once for both sides when its
+    content is the same and no alias was needed (a rerun's messages differ only in stamps, which
+    normalisation drops): same content, same schema, same rules give the same value. The schema
+    must be the same one (its ``token``) and pick no class by a stamp's value (``Schema.stamp_free``).
+    """
+    from .. import _facts
+
+    kind = n.schema.root("message")
+    facts = _facts.active()
+    token = n.schema.token
+    if facts is None or facts.private or token is None or not n.schema.stamp_free(_facts.volatile):
+        messages = [n.value(m, kind) for m in cassette.messages]
+        return messages, [digest(m) for m in messages]
+    aliases = n.aliases
+
+    def compute(m: Any) -> tuple[tuple[Any, bytes], bool]:
+        used = aliases.used
+        value = n.value(m, kind)
+        return (value, digest(value)), aliases.used == used
+
+    slot = ("normalised", token, n.rules)
+    pairs = [facts.shareable(slot, cassette, i, compute) for i in range(len(cassette.messages))]
+    return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
 def _request(

@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 SCHEMA_VERSION = 1
@@ -213,6 +213,25 @@ class Schema:
 
     def __init__(self, roots: dict[str, Choice]) -> None:
         self.roots = roots
+        self.token: bytes | None = None
+        """A digest of the data compiled (set by ``schema_for``): two schemas with one token are the same."""
+
+    def stamp_free(self, stamp: Callable[[str], bool]) -> bool:
+        """Whether no class is picked by the value of a key ``stamp`` names (so a stamp's value never
+        decides which defaults a value is normalised with)."""
+        seen: set[int] = set()
+        todo = list(self.roots.values())
+        while todo:
+            choice = todo.pop()
+            if id(choice) in seen:
+                continue
+            seen.add(id(choice))
+            if any(stamp(key) for key in choice.tagged):
+                return False
+            specs = [s for members in choice.tagged.values() for s in members.values()]
+            specs += [choice.untagged] if choice.untagged is not None else []
+            todo += [c for s in specs for c in s.nested.values()]
+        return True
 
     def root(self, name: str) -> Choice | None:
         return self.roots.get(name)

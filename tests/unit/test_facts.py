@@ -209,3 +209,73 @@ def test_users_checks_and_the_raw_part_check_run_on_both_sides(monkeypatch: pyte
     assert [c.messages for c in seen] == [b.messages, a.messages]
     assert not invariants._once("cache_prefix_broken") and not invariants._once("mine")
     assert invariants._once("content_lost") and invariants._once("predicate_verdict")
+
+
+# --------------------------------------------------------------------------- shortcuts, as properties
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from replay.normaliser import Normaliser, digest, normalise, schema_for  # noqa: E402
+
+_TEXT = st.text(st.sampled_from("ab_1 \t\n\u00a0\u2028.,!-é😀ٴ"), max_size=12)
+_KIND = st.sampled_from(["user-prompt", "text", "tool-return", "system-prompt", "tool-call", None])
+_CONTENT = st.one_of(_TEXT, st.lists(st.one_of(_TEXT, st.fixed_dictionaries({"content": _TEXT}), st.integers()), max_size=3),
+                     st.none(), st.integers())
+_PART = st.fixed_dictionaries({"part_kind": _KIND, "content": _CONTENT})
+_MESSAGE = st.fixed_dictionaries({"kind": st.sampled_from(["request", "response"]),
+                                  "parts": st.lists(st.one_of(_PART, _TEXT), max_size=4)})
+
+
+@settings(max_examples=300, deadline=None)
+@given(_MESSAGE)
+def test_words_are_the_tokens_and_needles_of_a_message(message: dict[str, Any]) -> None:
+    """``_words`` tokenises each part once for both: it must give exactly what the two functions give."""
+    assert invariants._words(message) == (invariants._tokens(message), invariants._needles(message))
+
+
+_STAMP = st.sampled_from(["2026-12-01T05:17:03.729807Z", "2026-12-02T06:18:04.123456Z", "not a stamp"])
+_ID = st.one_of(st.sampled_from(["call-1", "call-2"]), st.sampled_from([f"call_{c * 24}" for c in "AB"]),
+                st.sampled_from([f"pyd_ai_{c * 16}" for c in "0f"]))
+_UUID_TEXT = st.sampled_from(["plain", "see 01a23008-f6b0-7361-839e-013b054dfe42 here", "02b23008-f6b0-7361-839e-013b054dfe42"])
+_NPART = st.fixed_dictionaries(
+    {"part_kind": st.sampled_from(["user-prompt", "tool-call", "tool-return", "text"]), "content": _UUID_TEXT},
+    optional={"tool_call_id": _ID, "id": _ID, "timestamp": _STAMP, "args": st.none() | st.just({}), "retry": st.just(0)},
+)
+_NMESSAGE = st.fixed_dictionaries(
+    {"kind": st.sampled_from(["request", "response"]), "parts": st.lists(_NPART, max_size=3)},
+    optional={"timestamp": _STAMP, "run_id": st.sampled_from(["run-1", "run-2"]), "instructions": _UUID_TEXT},
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_NMESSAGE, max_size=8), st.lists(_NMESSAGE, max_size=8), st.randoms(use_true_random=False))
+def test_normalised_messages_shared_by_content_are_what_each_side_gives_alone(
+    a_messages: list[dict[str, Any]], b_extra: list[dict[str, Any]], rnd: Any
+) -> None:
+    """A message is normalised once for both sides only when no alias was needed: the shared tables
+    (the diff's and the checks') must be exactly those each cassette gives on its own, whatever the
+    order, the generated ids and uuids (aliased per cassette, in order) and the stamps."""
+    b_messages = copy.deepcopy(a_messages) + b_extra
+    _restamp(b_messages, {})
+    rnd.shuffle(b_messages)
+    a, b = Cassette(messages=a_messages), Cassette(messages=b_messages)
+    with _facts.shared() as facts:
+        shared = [normalise(a, schema=schema_for(a, b)), normalise(b, schema=schema_for(b, a))]
+        norms = [invariants._Index(a).norm, invariants._Index(b).norm]
+    alone = [normalise(a, schema=schema_for(a, b)), normalise(b, schema=schema_for(b, a))]
+    assert [(n.messages, n.message_digests) for n in shared] == [(n.messages, n.message_digests) for n in alone]
+    for c, norm in zip((a, b), norms, strict=True):
+        n = Normaliser()
+        assert norm == [digest(n.value(m)) for m in c.messages]
+    if a_messages and not any(g in str(m) for m in a_messages for g in ("call_", "pyd_ai_", "-f6b0-")):
+        assert facts.hits  # nothing aliased: the second side reused the first's
+
+
+def test_a_schema_that_picks_classes_by_a_stamp_is_not_shared() -> None:
+    from replay.normaliser._schema import compile_schema
+
+    picked = compile_schema({"roots": {"message": ["A", "B"]}, "classes": {
+        "A": {"tag": ["timestamp", "x"], "defaults": {"k": 1}}, "B": {"tag": ["kind", "request"]}}})
+    assert not picked.stamp_free(_facts.volatile)
+    assert compile_schema({"roots": {"message": ["B"]}, "classes": {"B": {"tag": ["kind", "request"]}}}).stamp_free(_facts.volatile)
