@@ -268,7 +268,10 @@ def test_normalised_messages_shared_by_content_are_what_each_side_gives_alone(
     for c, norm in zip((a, b), norms, strict=True):
         n = Normaliser()
         assert norm == [digest(n.value(m)) for m in c.messages]
-    if a_messages and not any(g in str(m) for m in a_messages for g in ("call_", "pyd_ai_", "-f6b0-")):
+    # The re-run gives each run id a new uuid: a message stamped with a short made-up one ("run-1")
+    # changes shape (a content key keeps a stamp's length), so it is rightly computed on each side.
+    kept = [m for m in a_messages if "run_id" not in m]
+    if kept and not any(g in str(m) for m in a_messages for g in ("call_", "pyd_ai_", "-f6b0-")):
         assert facts.hits  # nothing aliased: the second side reused the first's
 
 
