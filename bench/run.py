@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import gc
 import json
 import os
@@ -233,22 +234,31 @@ def bench_process(quick: bool) -> None:
 # --------------------------------------------------------------------------- 3: cassette size
 
 
-def bench_size(quick: bool) -> None:
-    """The 200-turn realistic cassette vs the JSON of its transcript (each distinct message once)."""
-    import msgpack
-    from _scenario import make_scenario
+@functools.cache
+def realistic_recording() -> Any:
+    """The realistic workload recorded (``TURNS`` turns, 200 unless ``REPLAY_BENCH_TURNS`` says), once for lines 3 and 4."""
+    from _scenario import TURNS, make_scenario
 
-    from replay import cassette as cas
     from replay.recorder import Session, execute_async, finalize
 
-    cassette = finalize(asyncio.run(execute_async(make_scenario(200), Session())))
+    return finalize(asyncio.run(execute_async(make_scenario(TURNS), Session())))
+
+
+def bench_size(quick: bool) -> None:
+    """The realistic cassette (200 turns) vs the JSON of its transcript (each distinct message once)."""
+    import msgpack
+    from _scenario import TURNS
+
+    from replay import cassette as cas
+
+    cassette = realistic_recording()
     data = cas.dumps(cassette)
     transcript = json.dumps(cassette.messages, separators=(",", ":")).encode()
     ratio = len(data) / len(transcript)
     line("3 cassette size", fmt_bytes(len(transcript)) + " json", fmt_bytes(len(data)), ratio, "<=1.5", ratio <= 1.5)
     wire = cas.to_wire(cassette)
     sections = {k: len(msgpack.packb(v, use_bin_type=True)) for k, v in wire.items() if k not in ("format", "version")}
-    detail(f"200 turns, {len(cassette.exchanges)} requests, {len(cassette.messages)} distinct messages; baseline = "
+    detail(f"{TURNS} turns, {len(cassette.exchanges)} requests, {len(cassette.messages)} distinct messages; baseline = "
            "json.dumps of those messages (compact separators)")
     detail("file by section: " + ", ".join(f"{k} {fmt_bytes(v)}" for k, v in sorted(sections.items(), key=lambda kv: -kv[1]) if v > 64))
 
@@ -267,12 +277,10 @@ def bench_load(quick: bool) -> None:
     (and ``orjson.loads`` when installed): the same data without msgpack, limits or validation.
     """
     import yaml
-    from _scenario import make_scenario
 
     from replay import cassette as cas
-    from replay.recorder import Session, execute_async, finalize
 
-    c = finalize(asyncio.run(execute_async(make_scenario(200), Session())))
+    c = realistic_recording()
     data = cas.dumps(c)
     interactions = []
     for ex in c.exchanges:
