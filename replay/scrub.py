@@ -28,11 +28,12 @@ import json
 import os
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any, NamedTuple, TypeVar
 
+from ._untrusted import on_use as _on_use
 from .errors import ReplayUsageError
 
 __all__ = ["PLACEHOLDER_RE", "ScrubConfig", "Scrubber", "compile_patterns", "redact", "scrub_cassette"]
@@ -41,13 +42,6 @@ _MIN_LEN = 8  # no secret we can recognise hides in a shorter string
 _MAX_PASSES = 4  # re-scan until nothing changes, so scrub() is idempotent
 _LEARN_MIN = 8  # a value found by context is scrubbed everywhere else only if this long
 _MAX_VALUE = 2048
-
-
-def _on_use(pattern: str) -> Callable[[], re.Pattern[str]]:
-    """``pattern`` compiled the first time a detector needs it. Most texts reach few detectors
-    (no ``Bearer``, ``://…@`` or AWS words, no value after a credential's name), and compiling
-    every one at import cost ``replay show`` more than scrubbing its output."""
-    return functools.cache(functools.partial(re.compile, pattern))
 
 
 # Older cassettes carry an 8-hex-digit hash in place of the ordinal; both are placeholders.
