@@ -247,7 +247,30 @@ _AWS_CONTEXT_RE = _on_use(r"(?i:(?<![a-z])aws|secret_?access_?key)|(?:AKIA|ASIA)
 _AWS_SECRET_RE = _on_use(f"(?P<ph>{_PLACEHOLDER})" + r"|(?<![A-Za-z0-9/+])(?P<aws>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])")
 
 _PEM_GATE = "-----BEGIN"  # the one gate with a space after it: not inside a run
-_RUN_RE = re.compile(r"[A-Za-z0-9_\-.~+/=:]{15,}")
+_RUN_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.~+/=:"
+_RUN_MASK = bytes(0x61 if b in _RUN_CHARS else 0x20 for b in range(256))  # run character -> "a", else " "
+_RUN_MIN = b"a" * 15
+
+
+def _token_runs(text: str) -> str:
+    """Every distinct run of 15+ token characters (``[A-Za-z0-9_\\-.~+/=:]{15,}``), joined by spaces.
+
+    A regex ``findall`` restarts at every character of every shorter word: a fifth of a
+    recording's screen. The run characters are ASCII, so in UTF-8 a run is the same bytes
+    and any other character is bytes outside the set; masked to two letters, C-speed
+    ``bytes.find`` jumps from run to run (≈ 4x faster on a recording's JSON).
+    """
+    data = text.encode("utf-8", "surrogatepass")
+    mask = data.translate(_RUN_MASK)
+    runs: set[bytes] = set()
+    start = mask.find(_RUN_MIN)
+    while start >= 0:  # a hit is a run's first character: one further left would have been found first
+        end = mask.find(b" ", start + 15)
+        if end < 0:
+            end = len(mask)
+        runs.add(data[start:end])
+        start = mask.find(_RUN_MIN, end)
+    return " ".join(run.decode("ascii") for run in runs)
 _JSON_ESCAPE_RE = _on_use(r"\\(?:u[0-9a-fA-F]{4}|.)")
 _ENV_NAME_RE = re.compile(r"key|token|secret|passw|auth|credential|cookie", re.IGNORECASE)
 _ENV_NOT_SECRET = frozenset({"PWD", "OLDPWD", "GPG_AGENT_INFO", "SSH_AUTH_SOCK", "XAUTHORITY", "KEYTIMEOUT"})
@@ -712,7 +735,7 @@ class Scrubber:
         if "\\" in text:
             text = _JSON_ESCAPE_RE().sub(" ", text)
         # Every shape is a run of 15+ token characters: look for gates in those runs only.
-        runs = " ".join(set(_RUN_RE.findall(text)))  # each distinct run once: keys and ids repeat
+        runs = _token_runs(text)  # each distinct run once: keys and ids repeat
         present = _present(_GATES, runs) + ([(_PEM_GATE, 0)] if _PEM_GATE in text else [])
         self._gates = present
         if present and _shapes_re(tuple(sorted({i for _, i in present}))).search(text) is not None:

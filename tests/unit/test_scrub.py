@@ -11,6 +11,7 @@ import copy
 import dataclasses
 import json
 import random
+import re
 import string
 from collections.abc import Callable
 from typing import Any
@@ -515,3 +516,28 @@ def test_redact_returns_a_clean_report_as_it_is() -> None:
     assert redact(report, ScrubConfig(env={})) is report
     leaky = _Report("x", {"text": f"key {CASES[2][1]}"})
     assert CASES[2][1] not in json.dumps(dataclasses.asdict(redact(leaky, ScrubConfig(env={}))))
+
+
+_RUN_REFERENCE = re.compile(r"[A-Za-z0-9_\-.~+/=:]{15,}")
+"""What the screen's run scan must find: the regex it replaced (``scrub._token_runs``)."""
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.text(alphabet="aZ09_-.~+/=:", min_size=10, max_size=30),
+            st.text(min_size=0, max_size=6),  # any characters: separators, non-ASCII, lone surrogates
+            st.sampled_from([" ", "é", "\ud800", "\x00", "😀", "\\n"]),
+        ),
+        max_size=30,
+    )
+)
+def test_token_runs_are_the_regex_runs(pieces: list[str]) -> None:
+    """The byte-level run scan finds exactly the runs the regex finds, whatever surrounds them."""
+    from replay.scrub import _token_runs
+
+    text = "".join(pieces)
+    found = _token_runs(text)
+    assert set(found.split(" ")) - {""} == set(_RUN_REFERENCE.findall(text))
+    assert len(found.split(" ")) == len(set(found.split(" ")))  # each distinct run once
