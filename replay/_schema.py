@@ -30,7 +30,8 @@ MAX_NAME = 4096
 """Longest role, tool, model, observation or error type name: these are printed whole on one line."""
 MAX_INT = 2**63 - 1
 
-_SCALARS = (str, int, float, bool, type(None))
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+"""JSON scalar types (a set: ``type in`` a tuple compares with each in turn, and None is common)."""
 
 
 class SchemaError(ValueError):
