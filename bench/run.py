@@ -318,10 +318,11 @@ def bench_load(quick: bool) -> None:
     body = data[len(cas.MAGIC):]
     raw = msgpack.unpackb(body, raw=False)
     structured = cas.loads(data).model_dump()
+    records = {**structured, "messages": []}  # loads hands pydantic the records, not the message table the schema checked
     steps = {
         "msgpack unpack": lambda: msgpack.unpackb(body, raw=False),
         "structural schema + limits (replay._schema)": lambda: _schema.validate(raw, cas.DEFAULT_LIMITS),
-        "pydantic validation": lambda: cas.Cassette.model_validate(structured),
+        "pydantic validation of the records": lambda: cas.Cassette.model_validate(records),
     }
     detail("of which (each step timed alone, best of 5): "
            + ", ".join(f"{k} {ms(best_of(fn, 5))}" for k, fn in steps.items()))
