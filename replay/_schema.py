@@ -568,8 +568,16 @@ def validate(raw: dict[str, Any], limits: Limits) -> None:
 
     max_references = limits.max_references
 
-    def over(where: str) -> SchemaError:  # raised at once: a bomb's later runs cost time too
-        return SchemaError(where, f"over {max_references:,} message references once expanded (Limits.max_references)")
+    def add_refs(record: dict[str, Any], label: str, i: int, keys: tuple[str, ...]) -> None:
+        nonlocal references, expanded
+        for key in keys:
+            count, weight = _refs(record.get(key), msg_prefix, label, i, key)
+            references += count
+            expanded += weight
+            if references > max_references:  # raised at once: a bomb's later runs cost time too
+                raise SchemaError(
+                    f"{label}[{i}].{key}", f"over {max_references:,} message references once expanded (Limits.max_references)"
+                )
 
     n_messages = len(messages)
     n_blobs = len(blob_weights)
@@ -580,11 +588,7 @@ def validate(raw: dict[str, Any], limits: Limits) -> None:
             _fields(ex, f"exchanges[{i}]", _EXCHANGE_FIELDS, _EXCHANGE_REQUIRED)
         if ex["kind"] not in _KINDS:
             raise SchemaError(f"exchanges[{i}].kind", f"unknown call kind {visible(str(ex['kind']))[:60]!r}")
-        count, weight = _refs(ex.get("messages"), msg_prefix, "exchanges", i, "messages")
-        references += count
-        expanded += weight
-        if references > max_references:
-            raise over(f"exchanges[{i}].messages")
+        add_refs(ex, "exchanges", i, ("messages",))
         ref = ex.get("settings")
         if ref is not None:
             if ref >= n_blobs:
@@ -621,24 +625,14 @@ def validate(raw: dict[str, Any], limits: Limits) -> None:
     for i, run_ in enumerate(runs):
         where = f"runs[{i}]"
         _fields(run_, where, _RUN_FIELDS, ("role",))  # (two fields: a layout costs more than it saves)
-        for key in ("history", "result"):
-            count, weight = _refs(run_.get(key), msg_prefix, "runs", i, key)
-            references += count
-            expanded += weight
-            if references > max_references:
-                raise over(f"{where}.{key}")
+        add_refs(run_, "runs", i, ("history", "result"))
         _error(run_.get("error"), f"{where}.error")
         json_weight({k: v for k, v in run_.items() if k not in ("history", "result")}, where, depth + 2)
 
     for i, history in enumerate(_list(raw.get("histories"), "histories")):
         where = f"histories[{i}]"
         _fields(history, where, _HISTORY_FIELDS, ("name",))
-        for key in ("messages", "source"):
-            count, weight = _refs(history.get(key), msg_prefix, "histories", i, key)
-            references += count
-            expanded += weight
-            if references > max_references:
-                raise over(f"{where}.{key}")
+        add_refs(history, "histories", i, ("messages", "source"))
         json_weight({k: v for k, v in history.items() if k not in ("messages", "source")}, where, depth + 2)
 
     outcome = raw.get("outcome")
