@@ -24,3 +24,27 @@ def test_cheap_bench_lines_run_to_the_end() -> None:
         assert any(line.startswith(name) for line in done.stdout.splitlines()), done.stdout
     assert "structural schema + limits" in done.stdout  # 4b's "of which" steps are timed, not skipped
     assert "40 turns, " in done.stdout  # the workload the line names is the one it measured
+
+
+def test_instruction_counts_measure_each_mode(tmp_path: object) -> None:
+    """bench/instructions.py's measured processes (valgrind left out: what runs under it must run)."""
+    from pathlib import Path
+
+    work = Path(str(tmp_path))
+    script = str(ROOT / "bench" / "instructions.py")
+    for mode in ("none", "plain", "record"):
+        done = subprocess.run([sys.executable, script, "--child", mode, "2", str(work)], capture_output=True, text=True,
+                              timeout=300, cwd=ROOT, env={**os.environ, "PYTHONHASHSEED": "0"})
+        assert done.returncode == 0, f"{mode}: {done.stderr[-2000:]}"
+    assert list((work / "measured").rglob("*.cassette")), "the record mode wrote no cassette"
+    (work / "measured").rename(work / "cassettes")  # where main() leaves the recording the replay mode re-runs
+    done = subprocess.run([sys.executable, script, "--child", "replay", "2", str(work)], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT, env={**os.environ, "PYTHONHASHSEED": "0"})
+    assert done.returncode == 0, f"replay: {done.stderr[-2000:]}"
+
+
+def test_instruction_counts_without_valgrind_say_so_in_one_line() -> None:
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "instructions.py"), "3"], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT, env={**os.environ, "PATH": "/nonexistent"})
+    assert done.returncode != 0
+    assert done.stderr.strip() == "bench/instructions.py: valgrind is not installed (it counts the instructions)"
