@@ -247,6 +247,9 @@ _AWS_CONTEXT_RE = _on_use(r"(?i:(?<![a-z])aws|secret_?access_?key)|(?:AKIA|ASIA)
 _AWS_SECRET_RE = _on_use(f"(?P<ph>{_PLACEHOLDER})" + r"|(?<![A-Za-z0-9/+])(?P<aws>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])")
 
 _PEM_GATE = "-----BEGIN"  # the one gate with a space after it: not inside a run
+_JSON_ESCAPE_RE = _on_use(r"\\(?:u[0-9a-fA-F]{4}|.)")
+_ENV_NAME_RE = re.compile(r"key|token|secret|passw|auth|credential|cookie", re.IGNORECASE)
+_ENV_NOT_SECRET = frozenset({"PWD", "OLDPWD", "GPG_AGENT_INFO", "SSH_AUTH_SOCK", "XAUTHORITY", "KEYTIMEOUT"})
 _RUN_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.~+/=:"
 _RUN_MASK = bytes(0x61 if b in _RUN_CHARS else 0x20 for b in range(256))  # run character -> "a", else " "
 _RUN_MIN = b"a" * 15
@@ -265,15 +268,12 @@ def _token_runs(text: str) -> str:
     runs: set[bytes] = set()
     start = mask.find(_RUN_MIN)
     while start >= 0:  # a hit is a run's first character: one further left would have been found first
-        end = mask.find(b" ", start + 15)
+        end = mask.find(b" ", start + len(_RUN_MIN))
         if end < 0:
             end = len(mask)
         runs.add(data[start:end])
         start = mask.find(_RUN_MIN, end)
     return " ".join(run.decode("ascii") for run in runs)
-_JSON_ESCAPE_RE = _on_use(r"\\(?:u[0-9a-fA-F]{4}|.)")
-_ENV_NAME_RE = re.compile(r"key|token|secret|passw|auth|credential|cookie", re.IGNORECASE)
-_ENV_NOT_SECRET = frozenset({"PWD", "OLDPWD", "GPG_AGENT_INFO", "SSH_AUTH_SOCK", "XAUTHORITY", "KEYTIMEOUT"})
 
 
 def _env_secret(name: str, value: str) -> bool:
