@@ -48,3 +48,51 @@ def test_instruction_counts_without_valgrind_say_so_in_one_line() -> None:
                           timeout=120, cwd=ROOT, env={**os.environ, "PATH": "/nonexistent"})
     assert done.returncode != 0
     assert done.stderr.strip() == "bench/instructions.py: valgrind is not installed (it counts the instructions)"
+
+
+def test_at_scale_line_measures_its_figures_and_projects_them() -> None:
+    """Line 10 (the README's "At scale"): every figure it projects from is measured in the run."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--only", "10"],
+        capture_output=True, text=True, timeout=600, cwd=ROOT, env={**os.environ, "REPLAY_BENCH_TURNS": "40"},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    out = done.stdout
+    assert "10 at scale" in out, out
+    assert "55 bundled cassettes median" in out, out  # every bundled cassette replayed to a verdict
+    assert "bench/_scenario.py at 40 turns" in out, out
+    assert "environment " in out and "wall (uv, wheels cached)" in out, out
+    assert "--shard K/11:" in out and "--shard K/100:" in out, out
+
+
+def test_at_scale_slices_are_the_matrix_shards() -> None:
+    """The projection's runners get exactly the cells `replay matrix --shard K/N` gives them, and build
+    one environment per version those cells span."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import at_scale
+
+    from replay.matrix import shard_cells
+
+    scenarios = [f"s{i:02d}" for i in range(7)]
+    versions = ["0.52.0", "0.53.0", "0.54.0"]
+    figures = at_scale.Figures(typical=10.0, long=10.0, start=0.001, env=0.5)  # the most cells, then the most envs
+    for runners in range(1, 25):
+        spans = []
+        for k, (lo, hi) in enumerate(at_scale.slices(len(scenarios) * len(versions), runners), start=1):
+            cells = shard_cells(scenarios, versions, (k, runners))
+            assert hi - lo == len(cells)
+            spans.append((hi - lo, len({v for v, _ in cells})))
+        worst = at_scale.project(10.0, figures, cores=1, runners=runners, cassettes=len(scenarios), versions=len(versions))
+        assert (worst.cells, worst.envs) == max(spans)
+
+
+def test_at_scale_projection_adds_replays_starts_and_builds() -> None:
+    sys.path.insert(0, str(ROOT / "bench"))
+    import at_scale
+
+    f = at_scale.Figures(typical=0.02, long=1.0, start=1.0, env=4.0)
+    one = at_scale.project(0.02, f, cores=2, runners=1, cassettes=100, versions=3)
+    # 300 replays of 20 ms and 3 process starts over 2 cores; 3 environments, 2 at a time
+    assert (one.cells, one.envs) == (300, 3)
+    assert abs(one.seconds - ((300 * 0.02 + 3 * 1.0) / 2 + 2 * 4.0)) < 1e-9
