@@ -15,7 +15,7 @@ from conftest import ROOT
 
 def test_cheap_bench_lines_run_to_the_end() -> None:
     done = subprocess.run(  # 40 turns, not 200: the lines' shape is what is checked here
-        [sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--only", "3,4"],
+        [sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--only", "3,4,10"],
         capture_output=True, text=True, timeout=600, cwd=ROOT, env={**os.environ, "REPLAY_BENCH_TURNS": "40"},
     )
     assert done.returncode == 0, done.stderr[-2000:]
@@ -24,6 +24,13 @@ def test_cheap_bench_lines_run_to_the_end() -> None:
         assert any(line.startswith(name) for line in done.stdout.splitlines()), done.stdout
     assert "structural schema + limits" in done.stdout  # 4b's "of which" steps are timed, not skipped
     assert "40 turns, " in done.stdout  # the workload the line names is the one it measured
+    # 10 (the README's "At scale"): every figure it projects from is measured in the run
+    out = done.stdout
+    assert "10 at scale" in out, out
+    assert "55 bundled cassettes median" in out, out  # every bundled cassette replayed to a verdict
+    assert "bench/_scenario.py at 40 turns" in out, out
+    assert "environment " in out and "wall (uv, wheels cached)" in out, out
+    assert "--shard K/11:" in out and "--shard K/100:" in out, out
 
 
 def test_instruction_counts_measure_each_mode(tmp_path: object) -> None:
@@ -48,22 +55,6 @@ def test_instruction_counts_without_valgrind_say_so_in_one_line() -> None:
                           timeout=120, cwd=ROOT, env={**os.environ, "PATH": "/nonexistent"})
     assert done.returncode != 0
     assert done.stderr.strip() == "bench/instructions.py: valgrind is not installed (it counts the instructions)"
-
-
-def test_at_scale_line_measures_its_figures_and_projects_them() -> None:
-    """Line 10 (the README's "At scale"): every figure it projects from is measured in the run."""
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--only", "10"],
-        capture_output=True, text=True, timeout=600, cwd=ROOT, env={**os.environ, "REPLAY_BENCH_TURNS": "40"},
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "Traceback" not in done.stderr, done.stderr[-2000:]
-    out = done.stdout
-    assert "10 at scale" in out, out
-    assert "55 bundled cassettes median" in out, out  # every bundled cassette replayed to a verdict
-    assert "bench/_scenario.py at 40 turns" in out, out
-    assert "environment " in out and "wall (uv, wheels cached)" in out, out
-    assert "--shard K/11:" in out and "--shard K/100:" in out, out
 
 
 def test_at_scale_slices_are_the_matrix_shards() -> None:
