@@ -301,12 +301,10 @@ def _replay_chunk(py: Path, ids: list[str], targets: dict[str, str], out: Path, 
     if opts.cassettes is not None:
         cmd += ["--cassettes", str(opts.cassettes)]
     cmd += list(opts.extra_args)
-    env = dict(os.environ, NO_COLOR="1")
-    for var in ("GITHUB_STEP_SUMMARY", "VIRTUAL_ENV", "PYTHONPATH"):
-        env.pop(var, None)
     try:
         proc = subprocess.run(
-            cmd, cwd=opts.cwd, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, check=False
+            cmd, cwd=opts.cwd, capture_output=True, text=True, env=_envs.cell_environ(py), stdin=subprocess.DEVNULL,
+            check=False,
         )
     except OSError as exc:
         return {i: error_cell(f"cannot start replay: {exc}") for i in ids}

@@ -150,10 +150,8 @@ def _check_in_env(python: Path, paths: Sequence[Path], cwd: Path) -> dict[str, l
     if not paths:
         return {}
     cmd = [str(python), "-P", "-m", "replay", "check", *map(str, paths), "--format", "json"]
-    env = dict(os.environ, NO_COLOR="1")
-    for var in ("GITHUB_STEP_SUMMARY", "VIRTUAL_ENV", "PYTHONPATH"):
-        env.pop(var, None)
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL, check=False)
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=_envs.cell_environ(python),
+                          stdin=subprocess.DEVNULL, check=False)
     try:
         data = json.loads(proc.stdout) if proc.returncode in (0, 1) else None
     except ValueError:

@@ -7,11 +7,13 @@ pydantic-ai code; harness-replay only watches the model traffic around it.
 
 from __future__ import annotations
 
+import importlib.machinery
 import inspect
 import sys
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import CodeType
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from .errors import ReplayUsageError
@@ -263,7 +265,7 @@ def _import_file(path: Path) -> list[Scenario]:
     if name not in sys.modules:
         for sid in [sid for sid, s in _REGISTRY.items() if s.path == path]:
             del _REGISTRY[sid]
-        spec = importlib.util.spec_from_file_location(name, path)
+        spec = importlib.util.spec_from_file_location(name, path, loader=_SourceOnly(name, str(path), source))
         if spec is None or spec.loader is None:
             raise ReplayUsageError(f"{path}: not a Python file")
         module = importlib.util.module_from_spec(spec)
@@ -274,6 +276,19 @@ def _import_file(path: Path) -> list[Scenario]:
             del sys.modules[name]
             raise ReplayUsageError(f"{path}: failed to import: {type(exc).__name__}: {exc}") from None
     return sorted((s for s in _REGISTRY.values() if s.path == path), key=lambda s: s.id)
+
+
+class _SourceOnly(importlib.machinery.SourceFileLoader):
+    """Runs the bytes the module name was hashed from, never a ``.pyc``: bytecode is checked against
+    the file's mtime in whole seconds and its size, so a scenario rewritten within a second to the
+    same length (generated variants, a test) would run its old code; and none is written beside it."""
+
+    def __init__(self, fullname: str, path: str, source: bytes) -> None:
+        super().__init__(fullname, path)
+        self.source = source
+
+    def get_code(self, fullname: str) -> CodeType:
+        return self.source_to_code(self.source, self.path)
 
 
 def _scenario_files(directory: Path) -> list[Path]:

@@ -209,6 +209,15 @@ def test_user_project_code_and_extra_requirements(env_dir: Path, tmp_path: Path)
     doc = _json(replay_cli("matrix", "--harness", "0.62.0", "--with", str(dep), "--format", "json", path=str(dep),
                            cache=tmp_path / "envs"))
     assert doc["scenarios"]["app/hello"]["0.62.0"]["status"] == "same", doc["scenarios"]
+    # The cells' bytecode is the env's own (compiled by the first process that imports a module, read by
+    # every later one): the project's module and the harness are there, the scenario file never is, and
+    # nothing is written into the project.
+    (cache,) = [Path(v["path"]) / ".pycache" for v in doc["versions"]]
+    cached = [p.relative_to(cache).as_posix() for p in cache.rglob("*.pyc")]
+    for module in ("/proj/myapp.", "/pydantic_ai/agent/__init__.", "/pydantic_ai_harness/compaction/"):
+        assert any(module in c for c in cached), (module, cached[:10])
+    assert not any("/scenarios/" in c for c in cached)
+    assert not list(project.rglob("__pycache__")), list(project.rglob("__pycache__"))
 
 
 COUNTED = (

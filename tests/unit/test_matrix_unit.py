@@ -416,3 +416,12 @@ def test_outcome_with_the_same_status_names_where_the_output_differs() -> None:
     assert mx._outcome_line(pair) == "outcome output.core dangling calls 1→null"
     assert mx._outcome_line([{"status": "ok", "output": "a"}, {"status": "ok", "output": "b"}]) == "outcome output a→b"
     assert mx._outcome_line([{"status": "ok", "output": [1, 2]}, {"status": "ok", "output": [1, 3]}]) == "outcome output[1] 2→3"
+
+
+def test_an_env_process_keeps_its_bytecode_inside_the_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever the user's PYTHONDONTWRITEBYTECODE says: compiled once into the env, never beside their files."""
+    for var in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH", "VIRTUAL_ENV", "GITHUB_STEP_SUMMARY", "PYTHONPYCACHEPREFIX"):
+        monkeypatch.setenv(var, "1")
+    env = _envs.cell_environ(_envs.env_python(tmp_path / "0.62.0-abc"))
+    assert env["PYTHONPYCACHEPREFIX"] == str(tmp_path / "0.62.0-abc" / ".pycache")
+    assert not {"PYTHONDONTWRITEBYTECODE", "PYTHONPATH", "VIRTUAL_ENV", "GITHUB_STEP_SUMMARY"} & env.keys()

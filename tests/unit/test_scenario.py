@@ -94,3 +94,26 @@ def test_a_file_that_fails_to_import_errors_only_its_own_scenarios(tmp_path: Pat
     assert "failed to import: ModuleNotFoundError: No module named 'does_not_exist_anywhere'" in failure.reason
     failures.clear()
     assert discover(["iso2/b2"], home, failures) == [] and failures[0].ids == ("iso2/b2",)
+
+
+def test_a_scenario_rewritten_within_a_second_to_the_same_size_runs_its_new_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bytecode is checked by mtime in whole seconds and size: a scenario must run the bytes it was
+    read as (generated variants are rewritten that fast), and none is written beside it."""
+    import asyncio
+    import os
+
+    from replay.recorder import Session, execute_async
+
+    monkeypatch.setattr("sys.dont_write_bytecode", False)  # as a user without PYTHONDONTWRITEBYTECODE runs it
+    text = 'from replay import Run, scenario\n@scenario("gen/v")\nasync def v(run: Run) -> str:\n    return "{}"\n'
+    path = _write(tmp_path / "scenarios", "gen.py", text.format("one"))
+    stamp = path.stat().st_mtime_ns
+    (first,) = discover([str(path)])
+    assert asyncio.run(execute_async(first, Session())).outcome.output == "one"
+    path.write_text(text.format("two"))
+    os.utime(path, ns=(stamp, stamp))  # the same second, the same size
+    (second,) = discover([str(path)])
+    assert asyncio.run(execute_async(second, Session())).outcome.output == "two"
+    assert not list(tmp_path.rglob("*.pyc"))
