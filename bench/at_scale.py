@@ -40,7 +40,7 @@ class Figures:
     """CPU of one replay process's start-up: paid once per version and runner (``replay matrix``
     runs one process per version, more only when cores are idle)."""
     env: float
-    """Wall time of building one version's environment (uv, wheels cached)."""
+    """Wall time of making one version's environment ready (uv, wheels cached; its first process's compiling)."""
 
 
 @dataclass(frozen=True)
@@ -114,21 +114,25 @@ def bundled(root: Path) -> list[float]:
         shutil.rmtree(out, ignore_errors=True)
 
 
+IMPORTS = "import replay.cli, replay._pipeline, pydantic_ai, pydantic_ai_harness, pydantic_ai_harness.compaction"
+"""What a ``replay run`` process imports before its first scenario."""
+
+
 def start_up(rounds: int) -> float:
     """Median CPU of a process that imports what a ``replay run`` process imports before its first scenario."""
     from run import _children_clock
 
-    code = "import replay.cli, replay._pipeline, pydantic_ai, pydantic_ai_harness, pydantic_ai_harness.compaction"
     samples = []
     for _ in range(rounds):
         before = _children_clock()
-        subprocess.run([sys.executable, "-c", code], check=True)
+        subprocess.run([sys.executable, "-c", IMPORTS], check=True)
         samples.append(_children_clock() - before)
     return statistics.median(samples)
 
 
 def env_build(rounds: int) -> float | None:
-    """Median wall time of building the installed harness version's environment in a fresh cache (None without uv)."""
+    """Median wall time of making the installed harness version's environment ready in a fresh cache: the
+    uv install, then its first process compiling the bytecode of what it imports (None without uv)."""
     from replay import _envs
 
     installer = _envs.find_installer()
@@ -142,9 +146,11 @@ def env_build(rounds: int) -> float | None:
         try:
             t = time.perf_counter()
             info = _envs.ensure_env(spec, cache, installer, tool_hash)
-            samples.append(time.perf_counter() - t)
             if info.status != "created":
                 raise RuntimeError(f"{spec.spec}: {info.status} {info.error}")
+            py = info.python_exe
+            subprocess.run([str(py), "-c", IMPORTS], check=True, env=_envs.cell_environ(py))
+            samples.append(time.perf_counter() - t)
         finally:
             shutil.rmtree(cache, ignore_errors=True)
     return statistics.median(samples)

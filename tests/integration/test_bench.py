@@ -29,7 +29,7 @@ def test_cheap_bench_lines_run_to_the_end() -> None:
     assert "10 at scale" in out, out
     assert "55 bundled cassettes median" in out, out  # every bundled cassette replayed to a verdict
     assert "bench/_scenario.py at 40 turns" in out, out
-    assert "environment " in out and "wall (uv, wheels cached)" in out, out
+    assert "environment " in out and "wall (uv install, wheels cached" in out, out
     assert "--shard K/11:" in out and "--shard K/100:" in out, out
 
 
