@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT
 
 
@@ -57,10 +58,10 @@ def test_instruction_counts_without_valgrind_say_so_in_one_line() -> None:
     assert done.stderr.strip() == "bench/instructions.py: valgrind is not installed (it counts the instructions)"
 
 
-def test_at_scale_slices_are_the_matrix_shards() -> None:
+def test_at_scale_slices_are_the_matrix_shards(monkeypatch: pytest.MonkeyPatch) -> None:
     """The projection's runners get exactly the cells `replay matrix --shard K/N` gives them, and build
     one environment per version those cells span."""
-    sys.path.insert(0, str(ROOT / "bench"))
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
     import at_scale
 
     from replay.matrix import shard_cells
@@ -78,8 +79,8 @@ def test_at_scale_slices_are_the_matrix_shards() -> None:
         assert (worst.cells, worst.envs) == max(spans)
 
 
-def test_at_scale_projection_adds_replays_starts_and_builds() -> None:
-    sys.path.insert(0, str(ROOT / "bench"))
+def test_at_scale_projection_adds_replays_starts_and_builds(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(ROOT / "bench"))
     import at_scale
 
     f = at_scale.Figures(typical=0.02, long=1.0, start=1.0, env=4.0)
