@@ -4,8 +4,9 @@
 from per-cassette figures this module measures, never typed in: the CPU of replaying each
 bundled cassette in-process (what ``replay run`` does per scenario: load, guard, replay, save,
 diff, checks), of a long conversation's cassette, of a replay process's start-up (importing
-pydantic-ai and the harness), and the wall time of building one harness environment with uv
-from its wheel cache. :func:`project` is the arithmetic, kept apart so that it is tested on its own.
+pydantic-ai and the harness), and the wall time of making one harness environment ready (uv
+from its wheel cache, then its first process compiling what it imports). :func:`project` is the
+arithmetic, kept apart so that it is tested on its own.
 """
 
 from __future__ import annotations
