@@ -541,3 +541,65 @@ def test_token_runs_are_the_regex_runs(pieces: list[str]) -> None:
     found = _token_runs(text)
     assert set(found.split(" ")) - {""} == set(_RUN_REFERENCE.findall(text))
     assert len(found.split(" ")) == len(set(found.split(" ")))  # each distinct run once
+
+
+_VALUE = st.text(alphabet="ab<:>", min_size=8, max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    learned=st.sets(_VALUE, max_size=6),
+    env=st.sets(_VALUE, max_size=4),
+    use_env=st.booleans(),
+    pieces=st.lists(st.one_of(_VALUE, st.text(alphabet="ab<:> ", max_size=6), st.just("<secret:env:1>")), max_size=12),
+)
+def test_literals_replace_what_the_whole_set_alternation_replaces(
+    learned: set[str], env: set[str], use_env: bool, pieces: list[str]
+) -> None:
+    """Only the values a text holds go into its pattern; the result is the whole set's, overlaps and placeholders included."""
+
+    def scrubber() -> Scrubber:
+        s = Scrubber(ScrubConfig(env={}))
+        s._learned.update(learned)
+        s._env_values = frozenset(env)
+        s._use_env = use_env
+        return s
+
+    text = "".join(pieces)
+    every = learned | (env if use_env else set())
+    reference = scrubber()
+    if every:
+        whole = re.compile(
+            r"(?P<ph><secret:[a-z0-9._-]{1,40}:[0-9a-f]{1,16}>)|(?P<lit>"
+            + "|".join(map(re.escape, sorted(every, key=len, reverse=True)))
+            + ")"
+        )
+        expected = whole.sub(lambda m: m.group() if m.lastgroup == "ph" else reference.placeholder(m.group(), "env"), text)
+    else:
+        expected = text
+    assert scrubber()._literals(text) == expected
+
+
+def test_learning_values_one_by_one_compiles_linear_pattern_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each learned value used to recompile an alternation of every value learned so far: quadratic in the secrets."""
+    import replay.scrub as module
+
+    compiled: list[int] = []
+
+    class _Re:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(re, name)
+
+        @staticmethod
+        def compile(pattern: str, flags: int = 0) -> re.Pattern[str]:
+            compiled.append(len(pattern))
+            return re.compile(pattern, flags)
+
+    monkeypatch.setattr(module, "re", _Re())
+    values = [f"{i:04d}-{'x' * 12}" for i in range(400)]
+    texts = [f"password={v}" for v in values] + [f"the value {v} again" for v in values]
+    s = Scrubber(ScrubConfig(env={}))
+    out = s.scrub(texts)
+    assert len(s._learned) == 400
+    assert all("<secret:" in t and "x" * 12 not in t for t in out)
+    assert sum(compiled) < 400 * 200  # each text's own value, linear (the whole set after each learned one: 1.55 M characters)
