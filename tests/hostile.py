@@ -110,11 +110,13 @@ def field_paths(obj: Any, path: tuple[Any, ...] = (), depth: int = 6) -> Iterato
 
 
 def replaced(obj: Any, path: tuple[Any, ...], value: Any) -> Any:
-    out = copy.deepcopy(obj)
-    node = out
-    for key in path[:-1]:
-        node = node[key]
-    node[path[-1]] = value
+    """``obj`` with the field at ``path`` set to ``value``; ``obj`` itself untouched.
+
+    Only the containers on the path are copied (the rest is shared, and nothing here
+    mutates it): a deep copy per mutation was two thirds of the wrong-type fuzz's time.
+    """
+    out = copy.copy(obj)
+    out[path[0]] = replaced(obj[path[0]], path[1:], value) if len(path) > 1 else value
     return out
 
 
