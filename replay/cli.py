@@ -473,7 +473,7 @@ def check(
         from .scrub import redact
 
         reports = redact(reports)
-        violations = [dict(v.as_json(), scenario_id=r.scenario_id) for r in reports for v in r.violations]
+        violations = [dict(v.as_json(), scenario_id=r.scenario_id, cassette=r.cassette) for r in reports for v in r.violations]
         typer.echo(
             dumps_json(
                 {"violations": violations, "checked": [r.scenario_id for r in reports], "changed": bool(violations)},

@@ -146,7 +146,11 @@ def sent_text(c: Cassette) -> str:
 
 
 def _check_in_env(python: Path, paths: Sequence[Path], cwd: Path) -> dict[str, list[dict[str, Any]]]:
-    """The version's own ``replay check`` on its result cassettes: scenario id → violations."""
+    """The version's own ``replay check`` on its result cassettes, every trial's in one process: path → violations.
+
+    A violation the check does not place in one of ``paths``, and a check that could not run,
+    go under ``""``: shown on every scenario rather than dropped.
+    """
     if not paths:
         return {}
     cmd = [str(python), "-P", "-m", "replay", "check", *map(str, paths), "--format", "json"]
@@ -159,9 +163,12 @@ def _check_in_env(python: Path, paths: Sequence[Path], cwd: Path) -> dict[str, l
     if not isinstance(data, dict):
         problem = _envs.one_line(proc.stderr or proc.stdout or f"replay check exited {proc.returncode}")
         return {"": [{"invariant": "check", "role": "check", "index": None, "message": f"check failed: {problem}"}]}
+    known = set(map(str, paths))
     out: dict[str, list[dict[str, Any]]] = {}
     for v in data.get("violations", []):
-        out.setdefault(str(v.pop("scenario_id", "")), []).append(v)
+        v.pop("scenario_id", None)
+        where = str(v.pop("cassette", ""))
+        out.setdefault(where if where in known else "", []).append(v)
     return out
 
 
@@ -181,8 +188,8 @@ class _TrialProgress:
         self.inner.close()
 
 
-def _trial(req: Request, k: int, progress: Callable[[dict[str, int]], mx.Progress]) -> dict[str, Any]:
-    """One fresh-process replay of every scenario on every version, then each version's check."""
+def _trial(req: Request, k: int, progress: Callable[[dict[str, int]], mx.Progress]) -> dict[str, dict[str, Any]]:
+    """One fresh-process replay of every scenario on every version: each version's env, cells and result files."""
     out = req.work / req.subject.id / f"trial-{k}"
     if out.resolve().is_relative_to(req.work.resolve()):  # a previous report's results must not be read as this one's
         shutil.rmtree(out, ignore_errors=True)
@@ -195,36 +202,60 @@ def _trial(req: Request, k: int, progress: Callable[[dict[str, int]], mx.Progres
         progress=lambda totals: _TrialProgress(progress(totals), prefix),
     )
     rows = {row["spec"]: row for row in result["versions"]}
-    ids = sorted(req.targets)
-
-    def per_version(v: _envs.VersionSpec) -> dict[str, Any]:
-        row = rows.get(v.spec, {})
-        cells = {sid: result["scenarios"].get(sid, {}).get(v.spec) or mx.error_cell("not run") for sid in ids}
+    found: dict[str, dict[str, Any]] = {}
+    for v in req.versions:
+        cells = {sid: result["scenarios"].get(sid, {}).get(v.spec) or mx.error_cell("not run") for sid in sorted(req.targets)}
         # Where the env's `replay run` wrote each result (its JSON output is scrubbed, paths included).
-        paths = {sid: p for sid in ids if cells[sid].get("result") and (p := cassette_path(out / v.label, sid)).is_file()}
-        checked = _check_in_env(_envs.env_python(Path(row["path"])), list(paths.values()), req.cwd) if row.get("path") and paths else {}
-        scenarios: dict[str, Any] = {}
-        for sid in ids:
-            cell = cells[sid]
-            entry: dict[str, Any] = {"status": cell["status"], "vs_recording": mx.cell_lines(cell)[1:]}
-            if cell["status"] == "error":
-                entry["error"] = cell.get("error", "")
-            if sid in paths:
-                try:
-                    c = load(paths[sid])
-                    entry.update(facts(c))
-                    entry["violations"] = checked.get(sid, []) + checked.get("", [])
-                    entry["normalised"] = normalised_bytes(paths[sid]).decode()
-                    entry["path"] = str(paths[sid])
-                    if sid == req.subject.id:
-                        entry["sent"] = sent_text(c)
-                except CassetteError as exc:
-                    entry.update(status="error", error=str(exc))
-            scenarios[sid] = entry
-        return {"env": row, "scenarios": scenarios}
+        paths = {sid: p for sid in cells if cells[sid].get("result") and (p := cassette_path(out / v.label, sid)).is_file()}
+        found[v.spec] = {"env": rows.get(v.spec, {}), "cells": cells, "paths": paths}
+    return found
+
+
+def _checked(req: Request, trials: list[dict[str, dict[str, Any]]]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """Each version's violations of every trial's results, path → violations: one ``replay check`` per env.
+
+    One process per version rather than per version and trial: a check process is mostly
+    importing pydantic-ai (≈ 1 s), and the checks are a function of each file alone.
+    """
+
+    def per_version(v: _envs.VersionSpec) -> dict[str, list[dict[str, Any]]]:
+        by_python: dict[Path, list[Path]] = {}
+        for trial in trials:
+            row, paths = trial[v.spec]["env"], trial[v.spec]["paths"]
+            if row.get("path") and paths:
+                by_python.setdefault(_envs.env_python(Path(row["path"])), []).extend(paths.values())
+        merged: dict[str, list[dict[str, Any]]] = {}
+        for python, paths in by_python.items():
+            for where, found in _check_in_env(python, paths, req.cwd).items():
+                merged.setdefault(where, []).extend(found)
+        return merged
 
     with ThreadPoolExecutor(max_workers=max(1, min(len(req.versions), req.jobs or os.cpu_count() or 1))) as pool:
         return {v.spec: got for v, got in zip(req.versions, pool.map(per_version, req.versions))}
+
+
+def _scenarios(req: Request, found: dict[str, Any], checked: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """One trial on one version as the report shows it: each scenario's status, facts and violations."""
+    cells, paths = found["cells"], found["paths"]
+    scenarios: dict[str, Any] = {}
+    for sid in sorted(req.targets):
+        cell = cells[sid]
+        entry: dict[str, Any] = {"status": cell["status"], "vs_recording": mx.cell_lines(cell)[1:]}
+        if cell["status"] == "error":
+            entry["error"] = cell.get("error", "")
+        if sid in paths:
+            try:
+                c = load(paths[sid])
+                entry.update(facts(c))
+                entry["violations"] = checked.get(str(paths[sid]), []) + checked.get("", [])
+                entry["normalised"] = normalised_bytes(paths[sid]).decode()
+                entry["path"] = str(paths[sid])
+                if sid == req.subject.id:
+                    entry["sent"] = sent_text(c)
+            except CassetteError as exc:
+                entry.update(status="error", error=str(exc))
+        scenarios[sid] = entry
+    return {"env": found["env"], "scenarios": scenarios}
 
 
 def _verdict(scenarios: dict[str, Any]) -> str:
@@ -257,7 +288,9 @@ def build(req: Request, progress: Callable[[dict[str, int]], mx.Progress] = mx.m
     if not recorded_path.exists():
         raise ReplayUsageError(f"{recorded_path}: no cassette (record it with: replay record {subject.id})")
     recorded = load(recorded_path)
-    runs = [_trial(req, k, progress) for k in range(1, req.trials + 1)]
+    trials = [_trial(req, k, progress) for k in range(1, req.trials + 1)]
+    checked = _checked(req, trials)
+    runs = [{v.spec: _scenarios(req, t[v.spec], checked[v.spec]) for v in req.versions} for t in trials]
     versions = []
     for v in req.versions:
         per_trial = [run[v.spec] for run in runs]

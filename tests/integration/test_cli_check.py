@@ -33,6 +33,14 @@ def test_seed001_content_lost_names_the_messages(cli) -> None:
     assert "A9, U10, A10" in cli("check", "seed001/keep_user_messages_true").out
 
 
+def test_each_json_violation_names_its_scenario_and_file(cli) -> None:
+    """Two files of one scenario (two versions' results, two trials) checked together stay apart."""
+    old = ROOT / "tests" / "fixtures" / "harness-0.54.0" / "seed000" / "long.cassette"
+    got = violations(cli, CAS / "seed000" / "long.cassette", old, CAS / "seed000" / "short.cassette")
+    assert {v["cassette"] for v in got if v["scenario_id"] == "seed000/long"} == {str(CAS / "seed000" / "long.cassette"), str(old)}
+    assert {v["cassette"] for v in got if v["scenario_id"] == "seed000/short"} == {str(CAS / "seed000" / "short.cassette")}
+
+
 def test_controls_are_clean(cli) -> None:
     r = cli("check", "seed001/keep_user_messages_false", "seed000/below_trigger", "seed000/reminders_none")
     assert r.code == 0 and "3 ok" in r.out

@@ -165,3 +165,44 @@ def test_commands_repeat_the_python_axis() -> None:
     lines = rp.commands(req)
     assert lines[1] == "replay report a/b --harness 0.54.0 --harness 0.62.0 --python 3.12 --trials 3"
     assert lines[3].startswith("uv venv --python 3.12 /tmp/h-0.54.0-py3.12 && ")
+
+
+def test_every_trial_is_checked_in_one_process_per_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One `replay check` per version over all trials' results (a check process is mostly pydantic-ai's import),
+    and each violation shown on the trial and scenario whose file it was found in."""
+    import shutil
+
+    from replay._envs import parse_versions
+
+    ids = ["seed000/long", "seed000/short"]
+
+    def run_matrix(targets: dict[str, str], versions: list, *, opts: rp.mx.RunOptions, **_: object) -> dict:
+        for v in versions:
+            for sid in targets:
+                (opts.out / v.label / sid).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(CAS / f"{sid}.cassette", (opts.out / v.label / sid).with_suffix(".cassette"))
+        return {
+            "versions": [{"spec": v.spec, "path": str(tmp_path / "envs" / v.label)} for v in versions],
+            "scenarios": {sid: {v.spec: {"status": "same", "result": "r"} for v in versions} for sid in targets},
+        }
+
+    calls: list[tuple[Path, list[Path]]] = []
+    found = {"invariant": "content_lost", "role": "main", "index": 0, "message": "lost A1", "evidence": {}}
+
+    def check(python: Path, paths: list[Path], cwd: Path) -> dict:
+        calls.append((python, list(paths)))
+        flagged = [p for p in paths if "trial-2" in str(p) and p.name == "long.cassette"]
+        return {str(p): [dict(found)] for p in flagged if "0.62.0" in str(p)}
+
+    monkeypatch.setattr(rp.mx, "run_matrix", run_matrix)
+    monkeypatch.setattr(rp, "_check_in_env", check)
+    subject = rp.Subject("seed000/long", CAS.parent / "scenarios" / "seed000.py", ["seed000/short"])
+    req = rp.Request(subject=subject, targets={i: i for i in ids}, versions=parse_versions(["0.54.0", "0.62.0"]),
+                     trials=3, cassettes=CAS, work=tmp_path / "work", cwd=ROOT)
+    report = rp.build(req)
+    assert sorted(python.parent.parent.name for python, _ in calls) == ["0.54.0", "0.62.0"]
+    assert all(len(paths) == 6 for _, paths in calls)  # 3 trials x 2 scenarios, in one process
+    old, new = report["versions"]
+    assert old["identical"] and old["scenarios"]["seed000/long"]["violations"] == []
+    assert not new["identical"] and new["first_difference"] == "seed000/long: violations"
+    assert new["scenarios"]["seed000/long"]["violations"] == [] and new["trials"][0]["verdict"] == new["trials"][2]["verdict"]
