@@ -41,6 +41,7 @@ __all__ = ["PLACEHOLDER_RE", "ScrubConfig", "Scrubber", "compile_patterns", "red
 _MIN_LEN = 8  # no secret we can recognise hides in a shorter string
 _MAX_PASSES = 4  # re-scan until nothing changes, so scrub() is idempotent
 _LEARN_MIN = 8  # a value found by context is scrubbed everywhere else only if this long
+_INDEX_FROM = 64  # learned values past which a text's own prefixes are looked up instead of testing each value
 _MAX_VALUE = 2048
 
 
@@ -400,6 +401,8 @@ class Scrubber:
         self._use_env = True
         self._gates = _GATES
         """Shape gates worth testing: all, or those a cassette's whole text holds (see :func:`scrub_cassette`)."""
+        self._learned_index: dict[str, list[str]] | None = None
+        """Learned values by their first ``_LEARN_MIN`` characters, once there are many (see :meth:`_learned_in`)."""
         self._literal_res: dict[frozenset[str], re.Pattern[str]] = {}
         """The literal alternation for each set of values a text holds (see :meth:`_literals`)."""
         self._seen: dict[str, str] = {}
@@ -421,6 +424,26 @@ class Scrubber:
     def _learn(self, secret: str) -> None:
         if len(secret) >= _LEARN_MIN and secret not in self._learned:
             self._learned.add(secret)
+            if self._learned_index is not None:
+                self._learned_index.setdefault(secret[:_LEARN_MIN], []).append(secret)
+
+    def _learned_in(self, text: str) -> list[str]:
+        """The learned values ``text`` holds.
+
+        Testing each value with ``in`` is quickest for a few, but a recording's replies may hold
+        thousands (``password=…`` in every answer of an untrusted cassette): past
+        ``_INDEX_FROM`` values, the text's own ``_LEARN_MIN``-character prefixes are looked up in
+        an index of the values' prefixes instead, linear in the text whatever their number.
+        """
+        if len(self._learned) <= _INDEX_FROM:
+            return [lit for lit in self._learned if lit in text]
+        index = self._learned_index
+        if index is None:
+            index = self._learned_index = {}
+            for lit in self._learned:
+                index.setdefault(lit[:_LEARN_MIN], []).append(lit)
+        grams = {text[i : i + _LEARN_MIN] for i in range(len(text) - _LEARN_MIN + 1)}
+        return [lit for gram in grams if gram in index for lit in index[gram] if lit in text]
 
     # ------------------------------------------------------------------ values
 
@@ -624,8 +647,7 @@ class Scrubber:
     def _literals(self, text: str) -> str:
         """The learned values and (when enabled) the environment's: replaced wherever they appear."""
         present = frozenset(
-            [lit for lit in self._learned if lit in text]
-            + ([lit for lit in self._env_values if lit in text] if self._use_env else [])
+            self._learned_in(text) + ([lit for lit in self._env_values if lit in text] if self._use_env else [])
         )
         if not present:
             return text

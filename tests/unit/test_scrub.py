@@ -556,7 +556,8 @@ _VALUE = st.text(alphabet="ab<:>", min_size=8, max_size=12)
 def test_literals_replace_what_the_whole_set_alternation_replaces(
     learned: set[str], env: set[str], use_env: bool, pieces: list[str]
 ) -> None:
-    """Only the values a text holds go into its pattern; the result is the whole set's, overlaps and placeholders included."""
+    """Only the values a text holds go into its pattern (found by `in` or by the prefix index); the result is the
+    whole set's, overlaps and placeholders included."""
 
     def scrubber() -> Scrubber:
         s = Scrubber(ScrubConfig(env={}))
@@ -577,7 +578,14 @@ def test_literals_replace_what_the_whole_set_alternation_replaces(
         expected = whole.sub(lambda m: m.group() if m.lastgroup == "ph" else reference.placeholder(m.group(), "env"), text)
     else:
         expected = text
-    assert scrubber()._literals(text) == expected
+    import replay.scrub as module
+
+    for index_from in (module._INDEX_FROM, 0):  # each value tested with `in`, and the prefix index
+        saved, module._INDEX_FROM = module._INDEX_FROM, index_from
+        try:
+            assert scrubber()._literals(text) == expected
+        finally:
+            module._INDEX_FROM = saved
 
 
 def test_learning_values_one_by_one_compiles_linear_pattern_text(monkeypatch: pytest.MonkeyPatch) -> None:
