@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import bisect
 import copy
 import dataclasses
 import functools
@@ -673,11 +674,11 @@ class Scrubber:
 
     def _sub_user(self, pattern: re.Pattern[str], text: str) -> str:
         # A broad user pattern must not eat into placeholders already written.
-        taken = [p.span() for p in PLACEHOLDER_RE.finditer(text)] if "<secret:" in text else []
+        taken = _Placeholders(text)
 
         def replace(m: re.Match[str]) -> str:
             s, e = m.span()
-            if s == e or any(s < te and ts < e for ts, te in taken):
+            if s == e or taken.overlaps(s, e):
                 return m.group()
             return self.placeholder(m.group(), "custom")
 
@@ -801,12 +802,38 @@ def _word_hits(text: str, low: str) -> list[tuple[int, int]]:
     return hits
 
 
+class _Placeholders:
+    """The placeholders already in a text, for "is this position / span inside one?".
+
+    A replay's result holds the recording's placeholders, thousands of them in a long one;
+    testing every hit against every placeholder was quadratic. They come from ``finditer``,
+    so they are sorted and never overlap: a bisection finds the only one that can contain
+    a position, or overlap a span.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.spans = [m.span() for m in PLACEHOLDER_RE.finditer(text)] if "<secret:" in text else []
+        self.starts = [s for s, _ in self.spans]
+
+    def __bool__(self) -> bool:
+        return bool(self.spans)
+
+    def holds(self, pos: int) -> bool:
+        i = bisect.bisect_right(self.starts, pos) - 1
+        return i >= 0 and pos < self.spans[i][1]
+
+    def overlaps(self, start: int, end: int) -> bool:
+        """Whether ``[start, end)`` overlaps one (ends are sorted too: the last one starting before ``end`` decides)."""
+        i = bisect.bisect_left(self.starts, end) - 1
+        return i >= 0 and self.spans[i][1] > start
+
+
 def _find_context(text: str, low: str, *, screen: bool = False) -> list[_Span]:
     """The values a credential-like name announces, and hex runs right after an auth word.
 
     ``screen`` stops at the first credential-like name, value or not (see ``_text_might_hold``).
     """
-    taken = [m.span() for m in PLACEHOLDER_RE.finditer(text)] if "<secret:" in text else []
+    taken = _Placeholders(text)
     spans: list[_Span] = []
     last = 0
     n = len(text)
@@ -815,7 +842,7 @@ def _find_context(text: str, low: str, *, screen: bool = False) -> list[_Span]:
     times. A hit's outcome depends only on ``text[hs - 41 : he + 60]`` (the name, the character
     before it, the hex window), so an identical window gives the identical nothing."""
     for hs, he in _word_hits(text, low):
-        if hs < last or (taken and any(s <= hs < e for s, e in taken)):
+        if hs < last or (taken and taken.holds(hs)):
             continue
         if screen:
             window = text[hs - 41 : he + 60] if hs >= 41 else f"{hs}:{text[: he + 60]}"
@@ -842,7 +869,7 @@ def _find_context(text: str, low: str, *, screen: bool = False) -> list[_Span]:
                     continue
         if low[hs:he] in _HEX_WORDS:
             hm = _HEX_NEAR_RE().search(text, he, min(n, he + 60))
-            if hm is not None and not any(s2 <= hm.start() < e2 for s2, e2 in taken):
+            if hm is not None and not taken.holds(hm.start()):
                 spans.append(_Span(hm.start(), hm.end(), hm.group(), "hex-token"))
                 last = hm.end()
     return spans

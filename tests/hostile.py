@@ -321,6 +321,25 @@ def hostile_text_cassettes(data: bytes, keep: Callable[[], bool] = lambda: True)
                     yield f"text@{'.'.join(map(str, path))}#{n}", pack(replaced(base, path, text))
 
 
+def secret_dense(data: bytes, rng: random.Random, count: int = 20_000) -> Iterator[tuple[str, bytes]]:
+    """A message text holding ``count`` distinct context secrets, or as many placeholders (a replay's result
+    holds its recording's): every command that scrubs must stay linear in them (each used to be quadratic)."""
+    base = wire(data)
+    path = next(p for p in field_paths(base, depth=12) if p[-1] == "content" and "messages" in p
+                and isinstance(_at(base, p), str))
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    values = " ".join(f"password={''.join(rng.choices(letters, k=16))}" for _ in range(count))
+    yield f"secret-dense@{'.'.join(map(str, path))}#values", pack(replaced(base, path, values))
+    held = " ".join(f"password=<secret:password:{n}>" for n in range(1, count + 1))
+    yield f"secret-dense@{'.'.join(map(str, path))}#placeholders", pack(replaced(base, path, held))
+
+
+def _at(obj: Any, path: tuple[Any, ...]) -> Any:
+    for key in path:
+        obj = obj[key]
+    return obj
+
+
 @dataclass
 class CommandResult:
     """What one in-process ``replay`` command did with a hostile cassette."""
@@ -474,6 +493,9 @@ def command_cases(rng: random.Random, total: int, systematic: float = 0.35) -> I
         for label, case in [*shape_mutations(data, keep=keep), *hostile_text_cassettes(data, keep=keep)]:
             yield f"{sid}:{label}", sid, case
             produced += 1
+    for label, case in secret_dense(sources[0][1], rng):
+        yield f"{sources[0][0]}:{label}", sources[0][0], case
+        produced += 1
     per_base = max(0, total - produced) // len(sources) + 1
     for sid, data in sources:
         for label, case in random_placements(data, rng, per_base):

@@ -611,3 +611,22 @@ def test_learning_values_one_by_one_compiles_linear_pattern_text(monkeypatch: py
     assert len(s._learned) == 400
     assert all("<secret:" in t and "x" * 12 not in t for t in out)
     assert sum(compiled) < 400 * 200  # each text's own value, linear (the whole set after each learned one: 1.55 M characters)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    pieces=st.lists(st.one_of(st.just("<secret:openai:1>"), st.just("<secret:env:12>"), st.text(alphabet="<>:secrt a", max_size=8)), max_size=20),
+    start=st.integers(min_value=0, max_value=200),
+    length=st.integers(min_value=0, max_value=30),
+)
+def test_placeholder_lookups_are_the_scans_they_replaced(pieces: list[str], start: int, length: int) -> None:
+    """Bisection over the text's placeholders answers what testing every placeholder answered."""
+    from replay.scrub import PLACEHOLDER_RE, _Placeholders
+
+    text = "".join(pieces)
+    spans = [m.span() for m in PLACEHOLDER_RE.finditer(text)]
+    found = _Placeholders(text)
+    assert bool(found) == bool(spans)
+    assert found.holds(start) == any(s <= start < e for s, e in spans)
+    assert found.overlaps(start, start + length) == any(start < e and s < start + length for s, e in spans)
+
