@@ -323,7 +323,8 @@ def hostile_text_cassettes(data: bytes, keep: Callable[[], bool] = lambda: True)
 
 def secret_dense(data: bytes, rng: random.Random, count: int = 20_000) -> Iterator[tuple[str, bytes]]:
     """A message text holding ``count`` distinct context secrets, or as many placeholders (a replay's result
-    holds its recording's): every command that scrubs must stay linear in them (each used to be quadratic)."""
+    holds its recording's), or five times as many key prefixes: every command that scrubs must stay linear in
+    them (each used to be quadratic)."""
     base = wire(data)
     path = next(p for p in field_paths(base, depth=12) if p[-1] == "content" and "messages" in p
                 and isinstance(_at(base, p), str))
@@ -332,6 +333,9 @@ def secret_dense(data: bytes, rng: random.Random, count: int = 20_000) -> Iterat
     yield f"secret-dense@{'.'.join(map(str, path))}#values", pack(replaced(base, path, values))
     held = " ".join(f"password=<secret:password:{n}>" for n in range(1, count + 1))
     yield f"secret-dense@{'.'.join(map(str, path))}#placeholders", pack(replaced(base, path, held))
+    # Key prefixes with no digit after them: the openai shape's digit lookahead once scanned the
+    # rest of the run from each one (quadratic).
+    yield f"secret-dense@{'.'.join(map(str, path))}#prefixes", pack(replaced(base, path, "sk-" * (count * 5)))
 
 
 def _at(obj: Any, path: tuple[Any, ...]) -> Any:

@@ -192,7 +192,7 @@ def test_secret_dense_cassettes_are_scrubbed_whole(cli, tmp_path: Path) -> None:
     import random
     import re
 
-    (values, held) = h.secret_dense(h.base_bytes(h.BASES[0]), random.Random(7), count=2_000)
+    (values, held, prefixes) = h.secret_dense(h.base_bytes(h.BASES[0]), random.Random(7), count=2_000)
     path = tmp_path / "dense.cassette"
     path.write_bytes(values[1])
     r = cli("show", "--format", "json", path)
@@ -201,6 +201,9 @@ def test_secret_dense_cassettes_are_scrubbed_whole(cli, tmp_path: Path) -> None:
     path.write_bytes(held[1])
     r = cli("show", "--format", "json", path)
     assert r.code == 0 and len(set(re.findall(r"<secret:password:\d+>", r.out))) == 2_000
+    path.write_bytes(prefixes[1])
+    r = cli("show", "--format", "json", path)
+    assert r.code == 0 and "sk-sk-sk-" in r.out and "<secret:" not in r.out  # no digit: prose, not a key
 
 
 def test_escape_helper_is_what_show_uses() -> None:

@@ -630,3 +630,13 @@ def test_placeholder_lookups_are_the_scans_they_replaced(pieces: list[str], star
     assert found.holds(start) == any(s <= start < e for s, e in spans)
     assert found.overlaps(start, start + length) == any(start < e and s < start + length for s, e in spans)
 
+
+
+def test_a_key_digit_is_looked_for_in_its_first_256_characters() -> None:
+    """The openai/anthropic shapes need a digit in the key (English words with a dash have none), looked
+    for within 256 characters: unbounded, "sk-sk-sk-…" made the lookahead quadratic."""
+    s = Scrubber(ScrubConfig(env={}))
+    assert s.scrub_text("key sk-" + "a" * 250 + "1b") == "key <secret:openai:1>"
+    assert s.scrub_text("key sk-ant-" + "a" * 250 + "1b") == "key <secret:anthropic:1>"
+    assert s.scrub_text("key sk-" + "a" * 300 + "1b").startswith("key sk-aaa")  # past the bound: not a key shape
+    assert s.scrub_text("sk-" * 5000) == "sk-" * 5000
