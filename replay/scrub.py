@@ -447,8 +447,16 @@ class Scrubber:
             index = self._learned_index = {}
             for lit in self._learned:
                 index.setdefault(lit[:_LEARN_MIN], []).append(lit)
-        grams = {text[i : i + _LEARN_MIN] for i in range(len(text) - _LEARN_MIN + 1)}
-        return [lit for gram in grams if gram in index for lit in index[gram] if lit in text]
+        starts: dict[str, list[int]] = {}
+        for i in [i for i in range(len(text) - _LEARN_MIN + 1) if text[i : i + _LEARN_MIN] in index]:
+            starts.setdefault(text[i : i + _LEARN_MIN], []).append(i)
+        found: list[str] = []
+        for gram, at in starts.items():
+            if len(at) > 64:  # a prefix the text repeats: one scan per value beats a check per place
+                found += [lit for lit in index[gram] if lit in text]
+            else:  # where the prefix stands: `lit in text` for each of thousands of values was quadratic
+                found += [lit for lit in index[gram] if any(text.startswith(lit, i) for i in at)]
+        return found
 
     # ------------------------------------------------------------------ values
 
