@@ -88,3 +88,17 @@ def test_at_scale_projection_adds_replays_starts_and_builds(monkeypatch: pytest.
     # 300 replays of 20 ms and 3 process starts over 2 cores; 3 environments, 2 at a time
     assert (one.cells, one.envs) == (300, 3)
     assert abs(one.seconds - ((300 * 0.02 + 3 * 1.0) / 2 + 2 * 4.0)) < 1e-9
+
+
+def test_scrub_linearity_lines_run(capsys: pytest.CaptureFixture[str]) -> None:
+    """bench/scrub_cost.py's linearity lines (at a fiftieth of their size: their shape is what is checked here)."""
+    saved = list(sys.path)
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import scrub_cost  # it puts bench/ on the path itself: put it back as it was
+    finally:
+        sys.path[:] = saved
+    scrub_cost.linear(scale=0.02)
+    out = capsys.readouterr().out
+    for name in ("values learned one by one", "placeholders in one text", "'sk-' prefixes in one text"):
+        assert any(line.strip().startswith(name) and "ratio" in line for line in out.splitlines()), out
