@@ -109,6 +109,13 @@ def field_paths(obj: Any, path: tuple[Any, ...] = (), depth: int = 6) -> Iterato
             yield from field_paths(obj[i], (*path, i), depth - 1)
 
 
+def _at(obj: Any, path: tuple[Any, ...]) -> Any:
+    """The field of the wire map at ``path``."""
+    for key in path:
+        obj = obj[key]
+    return obj
+
+
 def replaced(obj: Any, path: tuple[Any, ...], value: Any) -> Any:
     """``obj`` with the field at ``path`` set to ``value``; ``obj`` itself untouched.
 
@@ -312,9 +319,7 @@ def hostile_text_cassettes(data: bytes, keep: Callable[[], bool] = lambda: True)
     """Every text field of a real cassette set to each hostile string: loads, must print escaped."""
     base = wire(data)
     for path in field_paths(base, depth=12):
-        node: Any = base
-        for key in path:
-            node = node[key]
+        node = _at(base, path)
         if isinstance(node, str) and path[-1] not in ("format",):
             for n, text in enumerate(HOSTILE_TEXT):
                 if keep():
@@ -336,12 +341,6 @@ def secret_dense(data: bytes, rng: random.Random, count: int = 20_000) -> Iterat
     # Key prefixes with no digit after them: the openai shape's digit lookahead once scanned the
     # rest of the run from each one (quadratic).
     yield f"secret-dense@{'.'.join(map(str, path))}#prefixes", pack(replaced(base, path, "sk-" * (count * 5)))
-
-
-def _at(obj: Any, path: tuple[Any, ...]) -> Any:
-    for key in path:
-        obj = obj[key]
-    return obj
 
 
 @dataclass
