@@ -150,9 +150,10 @@ class _Commands(Mapping[str, Any]):
 
 
 def _readable(name: str, sub: Any) -> Any:
-    """Value names people read (``--ignore RULE``, not ``<list[str]>``)."""
+    """Value names people read (``--ignore RULE``, not ``<list[str]>``); a choice keeps typer's
+    own display of its values (``[text|json]``, or ``<text|json>`` from typer 0.29)."""
     for param in sub.params:
-        if param.metavar is not None or getattr(param, "is_flag", False) or hasattr(getattr(param, "type", None), "choices"):
+        if param.metavar is not None or getattr(param, "is_flag", False) or _has_choices(param):
             continue
         if param.name == "out" and name in _OUT_IS_A_FILE:
             param.metavar = "FILE"
@@ -160,9 +161,16 @@ def _readable(name: str, sub: Any) -> Any:
             param.metavar = "INVARIANT"
         else:
             param.metavar = _METAVARS.get(param.name or "", (param.name or "value").upper())
-        if hasattr(param, "display_type_rich"):  # newer typer appends "<list[str]>" to an argument's name
+        if param.param_type_name == "argument" and hasattr(param, "display_type_rich"):
+            # newer typer appends "<list[str]>" to an argument's name; an option shows its metavar there
             param.display_type_rich = lambda ctx: None
     return sub
+
+
+def _has_choices(param: Any) -> bool:
+    """click's ``Choice`` type, or (typer 0.29, its own parameter types) a descriptor's choices."""
+    descriptor = getattr(param, "type_descriptor", None)
+    return hasattr(getattr(param, "type", None), "choices") or bool(getattr(descriptor, "is_choice", False))
 
 
 def _fail(message: str, code: int = 2) -> NoReturn:
