@@ -157,11 +157,19 @@ class Normaliser:
             drop = dropped.get(key)
             if drop is None:
                 drop = dropped[key] = key in VOLATILE_KEYS or key.endswith("created_at") or key in self._ignore_keys
-            if drop or item is None or item is False:
+            if drop:
+                continue
+            if item is None or item is False:
+                # Empty is the default unless the class declares another (its defaults are non-empty):
+                # allow_text_output=False against a declared True is a value set on purpose.
+                if defaults and key in defaults:
+                    out[key] = item
                 continue
             t = type(item)
             if t is str:
                 if not item:
+                    if defaults and key in defaults:
+                        out[key] = item
                     continue
                 if key in _ID_KEYS and _GENERATED_ID.match(item):
                     out[key] = self.aliases.tool_id(item)
@@ -171,7 +179,7 @@ class Normaliser:
                 out[key] = self.aliases.text(item) if "-" in item else item
                 continue
             if t is int or t is float or t is bool:
-                if item == 0 and t is not bool:
+                if item == 0 and t is not bool and not (defaults and key in defaults):
                     continue
                 if defaults and key in defaults and defaults[key] == item and type(defaults[key]) is t:
                     continue

@@ -120,6 +120,21 @@ def test_summary_moved_to_a_compaction_part_is_rewrapped_not_lost(cli) -> None:
         assert not [c for c in main["changes"] if ".parts[" in c["path"]]  # no field diffs of the rewrapped part
 
 
+def test_structured_output_forbidding_text_is_reported_with_both_fields(cli) -> None:
+    """Slim 2.58 started sending ``output_mode='tool'`` and ``allow_text_output=False`` once a tool
+    call came back; False is against a declared default of True, so it is a change, not an empty field."""
+    for old in ("0.54.0", "0.56.0"):
+        doc = _diff_json(cli, FIXTURES / f"harness-{old}/trust/structured.cassette", FIXTURES / "harness-0.62.0/trust/structured.cassette")
+        (req,) = doc["requests"]
+        assert (req["role"], req["index"]) == ("main", 1)
+        assert sorted((c["path"], c["kind"], c["old"], c["new"]) for c in req["changes"]) == [
+            ("main[1].parameters.allow_text_output", "added", None, False),
+            ("main[1].parameters.output_mode", "changed", "auto", "tool"),
+        ]
+    for a in ("0.59.0", "0.62.0"):
+        assert not _diff_json(cli, FIXTURES / f"harness-{a}/trust/structured.cassette", FIXTURES / "harness-0.62.0/trust/structured.cassette")["changed"]
+
+
 def test_one_extra_turn_is_inserted_entries_not_a_cascade(cli) -> None:
     doc = _diff_json(cli, FIXTURES / "harness-0.62.0/trust/inserted.cassette", FIXTURES / "extra-turn/trust/inserted.cassette")
     for req in doc["requests"]:

@@ -88,6 +88,23 @@ def test_field_at_its_declared_default_equals_the_field_missing() -> None:
     assert normalise(changed).requests["main"][0].body["parameters"]["instruction_parts"][0]["on_change"] == "append"
 
 
+def test_an_empty_value_against_a_declared_non_empty_default_is_kept() -> None:
+    """``allow_text_output`` defaults to True: False is a request that forbids text output, not a
+    missing field (dropping every False made True vs False invisible once True was a default)."""
+    n = Normaliser(schema=compile_schema(installed_schema()))
+    forbids = {"function_tools": [], "output_mode": "tool", "allow_text_output": False}
+    allows = {"function_tools": [], "output_mode": "tool", "allow_text_output": True}
+    assert n.root(forbids, "parameters") == {"output_mode": "tool", "allow_text_output": False}
+    assert n.root(allows, "parameters") == {"output_mode": "tool"}
+    # Empty values of a field declaring another default are kept too; of one declaring none, dropped.
+    schema = {"roots": {"message": ["_Part"]},
+              "classes": {"_Part": {"defaults": {"mode": "old", "n": 3}, "tag": ["part_kind", "p"]}}}
+    n = Normaliser(schema=compile_schema(schema))
+    got = n.root({"part_kind": "p", "mode": "", "n": 0, "other": 0, "flag": False, "none": None}, "message")
+    assert got == {"part_kind": "p", "mode": "", "n": 0}
+    assert Normaliser().value(forbids) == {"output_mode": "tool"}  # no schema known: False is the empty default
+
+
 def test_defaults_apply_only_where_the_class_is() -> None:
     # a tool's arguments that happen to hold on_change='rewrite' are the user's data, not a default
     n = Normaliser(schema=compile_schema(installed_schema()))
