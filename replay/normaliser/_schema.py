@@ -245,16 +245,26 @@ def merge(own: Mapping[str, Any] | None, other: Mapping[str, Any] | None) -> dic
 
     A cassette strips fields at the defaults of the version that wrote it; the other side's
     schema covers fields its own version never declared (e.g. an old cassette without a schema).
+    A default the two versions declare differently is stripped on neither side: a request that
+    left the field alone sends one value on one version and another on the other, a change.
     """
     own = own if isinstance(own, Mapping) else {}
     other = other if isinstance(other, Mapping) else {}
     classes: dict[str, Any] = {}
+    declared: dict[str, Mapping[str, Any]] = {}
     for src in (other, own):
         for name, spec in _mapping(src.get("classes")).items():
             if not isinstance(spec, Mapping):
                 continue
             cur = classes.setdefault(name, {"defaults": {}, "nested": {}})
-            cur["defaults"].update(_mapping(spec.get("defaults")))
+            defaults = _mapping(spec.get("defaults"))
+            theirs = declared.get(name)
+            cur["defaults"].update(defaults)
+            if theirs is not None:  # own's, after other's: drop what they declare differently
+                for key, value in defaults.items():
+                    if key in theirs and (type(theirs[key]), theirs[key]) != (type(value), value):
+                        del cur["defaults"][key]
+            declared[name] = defaults
             for f, cs in _mapping(spec.get("nested")).items():
                 if isinstance(cs, list):
                     cur["nested"][f] = list(dict.fromkeys([*cur["nested"].get(f, []), *cs]))

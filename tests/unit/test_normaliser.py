@@ -126,11 +126,27 @@ def test_each_side_keeps_its_own_defaults_and_borrows_the_others() -> None:
     assert old["classes"]["_Part"] == {"defaults": {"mode": "old"}, "tag": ["part_kind", "p"]}
     new = {"roots": {"message": ["_Part"]}, "classes": {"_Part": {"defaults": {"mode": "new", "extra": "x"}, "tag": ["part_kind", "p"]}}}
     mine = merge(old, new)
-    assert mine["classes"]["_Part"]["defaults"] == {"mode": "old", "extra": "x"}  # own wins, the other's fields added
+    # the other's fields added; a default declared differently is neither's (see the next test)
+    assert mine["classes"]["_Part"]["defaults"] == {"extra": "x"}
     n = Normaliser(schema=compile_schema(mine))
-    assert n.root({"part_kind": "p", "content": "c", "mode": "old", "extra": "x"}, "message") == {"part_kind": "p", "content": "c"}
+    assert n.root({"part_kind": "p", "content": "c", "extra": "x"}, "message") == {"part_kind": "p", "content": "c"}
     assert n.root({"part_kind": "p", "content": "c", "mode": "new"}, "message")["mode"] == "new"
-    assert n.root({"part_kind": "q", "content": "c", "mode": "old"}, "message")["mode"] == "old"  # another class
+    assert n.root({"part_kind": "q", "content": "c", "extra": "x"}, "message")["extra"] == "x"  # another class
+
+
+def test_a_default_the_two_versions_declare_differently_is_a_change() -> None:
+    """A request that leaves ``mode`` alone sends 'old' on one version and 'new' on the other."""
+    a = {"roots": {"message": ["_Part"]}, "classes": {"_Part": {"defaults": {"mode": "old", "same": 1}, "tag": ["part_kind", "p"]}}}
+    b = {"roots": {"message": ["_Part"]}, "classes": {"_Part": {"defaults": {"mode": "new", "same": 1}, "tag": ["part_kind", "p"]}}}
+    for own, other in ((a, b), (b, a)):
+        assert merge(own, other)["classes"]["_Part"]["defaults"] == {"same": 1}
+    side_a = Normaliser(schema=compile_schema(merge(a, b))).root({"part_kind": "p", "mode": "old", "same": 1}, "message")
+    side_b = Normaliser(schema=compile_schema(merge(b, a))).root({"part_kind": "p", "mode": "new", "same": 1}, "message")
+    assert (side_a, side_b) == ({"part_kind": "p", "mode": "old"}, {"part_kind": "p", "mode": "new"})
+    flag = {"roots": {"message": ["_Part"]}, "classes": {"_Part": {"defaults": {"on": True}, "tag": ["part_kind", "p"]}}}
+    one = {"roots": {"message": ["_Part"]}, "classes": {"_Part": {"defaults": {"on": 1}, "tag": ["part_kind", "p"]}}}
+    assert merge(flag, one)["classes"]["_Part"]["defaults"] == {}  # True and 1 are not the same default
+    assert merge(a, a)["classes"]["_Part"]["defaults"] == {"mode": "old", "same": 1}
 
 
 def test_a_malformed_schema_in_a_header_is_ignored_not_fatal() -> None:
