@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape as rich_escape
 
 from ._untrusted import dumps_json, md_code, md_fence, visible, xml_text
-from .differ import Change, Diff, Entry, RequestDiff
+from .differ import Change, Diff, Entry, MainRequest, RequestDiff
 
 Format = Literal["text", "json", "markdown", "junit"]
 Status = Literal["same", "changed", "error"]
@@ -147,13 +147,20 @@ def summary_counts(reports: Sequence[ScenarioReport]) -> dict[str, int]:
 # --------------------------------------------------------------------------- text
 
 
-def _estimates_line(d: Diff) -> str | None:
-    pairs = [m for m in d.main_requests if m.estimate_a != m.estimate_b or m.messages_a != m.messages_b]
-    if not pairs:
-        return None
-    a = ", ".join("-" if m.estimate_a is None else str(m.estimate_a) for m in d.main_requests)
-    b = ", ".join("-" if m.estimate_b is None else str(m.estimate_b) for m in d.main_requests)
-    return f"main request estimates: {d.a_label} [{a}] → {d.b_label} [{b}]"
+def _estimates_lines(d: Diff) -> list[str]:
+    """One line per agent of the scenario whose requests moved: an orchestrator's and its
+    sub-agents' figures are separate conversations, never one list."""
+    by_role: dict[str, list[MainRequest]] = {}
+    for m in d.main_requests:
+        by_role.setdefault(m.role, []).append(m)
+    lines = []
+    for role, mains in by_role.items():
+        if all(m.estimate_a == m.estimate_b and m.messages_a == m.messages_b for m in mains):
+            continue
+        a = ", ".join("-" if m.estimate_a is None else str(m.estimate_a) for m in mains)
+        b = ", ".join("-" if m.estimate_b is None else str(m.estimate_b) for m in mains)
+        lines.append(f"{role} request estimates: {d.a_label} [{a}] → {d.b_label} [{b}]")
+    return lines
 
 
 def diff_lines(d: Diff, *, details: bool = True, max_changes: int = 12) -> list[str]:
@@ -166,9 +173,7 @@ def diff_lines(d: Diff, *, details: bool = True, max_changes: int = 12) -> list[
     lines += [f"warning: {w}" for w in d.warnings]
     counts = [f"{r.role} {r.a}→{r.b}" if r.a != r.b else f"{r.role} {r.a}" for r in d.roles]
     lines.append("requests per role: " + ", ".join(counts))
-    est = _estimates_line(d)
-    if est:
-        lines.append(est)
+    lines += _estimates_lines(d)
     if d.outcome:
         lines.append(f"outcome: {_short(d.outcome[0])} → {_short(d.outcome[1])}")
     for c in d.observations:

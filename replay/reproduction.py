@@ -114,13 +114,23 @@ def _outcome(c: Cassette) -> dict[str, Any]:
     return {"status": "ok", "output": o.output}
 
 
+def _estimates_by_role(c: Cassette, user: set[str]) -> dict[str, list[int | None]]:
+    """Each of the scenario's own agents' request estimates, in call order (an orchestrator and
+    its sub-agents are separate conversations: one list would interleave them)."""
+    out: dict[str, list[int | None]] = {}
+    for ex in sorted(c.exchanges, key=lambda e: e.seq):
+        if ex.role in user and ex.kind in ("request", "request_stream"):
+            out.setdefault(ex.role, []).append(ex.estimate)
+    return out
+
+
 def facts(c: Cassette) -> dict[str, Any]:
     """What a report says about one result cassette: requests, estimates, outcome, observations, verdicts."""
     roles = Counter(ex.role for ex in c.exchanges)
     user = c.user_roles()
     return {
         "requests": dict(sorted(roles.items())),
-        "main_estimates": [ex.estimate for ex in c.exchanges if ex.role in user and ex.kind in ("request", "request_stream")],
+        "estimates": _estimates_by_role(c, user),
         "outcome": _outcome(c),
         "observations": [{"name": o.name, "value": o.value} for o in c.observations],
         "verdicts": [{"predicate": h.predicate, "verdict": h.verdict} for h in c.histories if h.predicate],
@@ -392,9 +402,14 @@ def _requests(e: dict[str, Any]) -> str:
     return ", ".join(f"{r} {n}" for r, n in e.get("requests", {}).items()) or "no model request"
 
 
-def _estimates(e: dict[str, Any]) -> str:
-    est = e.get("main_estimates") or []
-    return ", ".join("-" if x is None else str(x) for x in est) or "-"
+def _estimates(e: dict[str, Any], role: str | None = None) -> str:
+    """One role's estimates, or (``role`` None) every role's, each named when there are several."""
+    by_role: dict[str, list[Any]] = e.get("estimates") or {}
+    if role is not None:
+        return ", ".join("-" if x is None else str(x) for x in by_role.get(role, [])) or "-"
+    if len(by_role) == 1:
+        return _estimates(e, next(iter(by_role)))
+    return "; ".join(f"{r} {_estimates(e, r)}" for r in by_role) or "-"
 
 
 def _outcome_text(e: dict[str, Any]) -> str:
@@ -422,7 +437,9 @@ def _rows(versions: list[dict[str, Any]], sid: str) -> list[tuple[str, list[str]
         return [failed.format(e.get("error", "")) if e.get("status") == "error" and "outcome" not in e else fn(e) for e in entries]
 
     rows.append(("requests per role", cells(_requests)))
-    rows.append(("main request estimates", cells(_estimates)))
+    roles = list(dict.fromkeys(r for e in entries for r in e.get("estimates") or {}))
+    for role in roles or ["main"]:
+        rows.append((f"{_md(role)} request estimates", cells(lambda e, role=role: _estimates(e, role))))
     rows.append(("outcome", cells(_outcome_text, "not replayed: {}")))
     names = list(dict.fromkeys(o["name"] for e in entries for o in e.get("observations", [])))
     def observed(name: str) -> Callable[[dict[str, Any]], str]:

@@ -135,6 +135,14 @@ def test_structured_output_forbidding_text_is_reported_with_both_fields(cli) -> 
         assert not _diff_json(cli, FIXTURES / f"harness-{a}/trust/structured.cassette", FIXTURES / "harness-0.62.0/trust/structured.cassette")["changed"]
 
 
+def test_sub_agents_are_roles_of_their_own_and_the_same_on_every_version(cli) -> None:
+    """SubAgents: each delegate's requests are tagged with its agent's name, on every version."""
+    for old in VERSIONS:
+        doc = _diff_json(cli, FIXTURES / f"harness-{old}/trust/delegation.cassette", FIXTURES / "harness-0.62.0/trust/delegation.cassette")
+        assert not doc["changed"], (old, doc["requests"])
+        assert doc["roles"] == {"main": [3, 3], "researcher": [1, 1], "writer": [1, 1]}
+
+
 def test_one_extra_turn_is_inserted_entries_not_a_cascade(cli) -> None:
     doc = _diff_json(cli, FIXTURES / "harness-0.62.0/trust/inserted.cassette", FIXTURES / "extra-turn/trust/inserted.cassette")
     for req in doc["requests"]:

@@ -69,8 +69,8 @@ def test_seed000_long_on_two_versions_three_trials(env_dir: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     old, new = doc["versions"]
     assert (old["harness"], old["slim"], new["harness"], new["slim"]) == ("0.54.0", "2.54.0", "0.62.0", "2.62.0")
-    assert old["scenarios"]["seed000/long"]["main_estimates"] == [897, 1793, 2691]
-    assert new["scenarios"]["seed000/long"]["main_estimates"] == [889, 887, 889]
+    assert old["scenarios"]["seed000/long"]["estimates"] == {"main": [897, 1793, 2691]}
+    assert new["scenarios"]["seed000/long"]["estimates"] == {"main": [889, 887, 889]}
     for v in (old, new):
         assert v["identical"] and len(v["trials"]) == 3 and len({t["verdict"] for t in v["trials"]}) == 1
         assert v["freeze_sha256"] and v["pydantic"] and v["python"] and v["platform"]

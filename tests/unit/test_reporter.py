@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
-from replay.differ import Change, Diff, RequestDiff, RoleCount
-from replay.reporter import ScenarioReport, _pair, junit, markdown, reports_json
+from replay.differ import Change, Diff, MainRequest, RequestDiff, RoleCount
+from replay.reporter import ScenarioReport, _pair, diff_lines, junit, markdown, reports_json
 
 
 def test_long_strings_show_the_first_difference() -> None:
@@ -33,3 +33,13 @@ def test_formats() -> None:
     assert suite is not None and suite.get("tests") == "3" and suite.get("failures") == "1" and suite.get("errors") == "1"
     md = markdown(reports)
     assert "| `s/changed` | ⚠️ changed |" in md and "| `s/error` | ❌ error | `boom` |" in md  # cassette text in code spans
+
+
+def test_request_estimates_are_one_line_per_agent_of_the_scenario() -> None:
+    """An orchestrator and its sub-agents are separate conversations; only the agents whose figures moved are listed."""
+    mains = [MainRequest("main", 0, 1, 1, 76, 76), MainRequest("main", 1, 3, 3, 101, 140),
+             MainRequest("researcher", 0, 1, 1, 6, 6), MainRequest("writer", 0, 1, 1, 3, 9)]
+    d = Diff("s/d", "recorded", "replayed", [RoleCount(r, 1, 1) for r in ("main", "researcher", "writer")], [], mains, None, [])
+    lines = [line for line in diff_lines(d) if "request estimates" in line]
+    assert lines == ["main request estimates: recorded [76, 101] → replayed [76, 140]",
+                     "writer request estimates: recorded [3] → replayed [9]"]

@@ -18,13 +18,23 @@ CAS = ROOT / "cassettes"
 def test_facts_of_a_recording() -> None:
     f = rp.facts(load(CAS / "seed000" / "long.cassette"))
     assert f["requests"] == {"main": 3, "summarizing_compaction": 3}
-    assert f["main_estimates"] == [889, 887, 889]
+    assert f["estimates"] == {"main": [889, 887, 889]}
     assert f["outcome"] == {"status": "ok", "output": "ready"}
     assert f["header"]["harness"] == "0.62.0"
     err = rp.facts(load(CAS / "seed002" / "whitespace.cassette"))["outcome"]
     assert err == {"status": "error", "type": "UnexpectedModelBehavior", "message": "Exceeded maximum output retries (1)"}
     judged = rp.facts(load(CAS / "seed003" / "reused_id_one_return.cassette"))
     assert judged["verdicts"] == [{"predicate": "is_provider_valid", "verdict": True}] and judged["requests"] == {}
+
+
+def test_an_orchestrators_and_its_sub_agents_estimates_stay_apart() -> None:
+    """A real SubAgents recording (harness 0.54.0): one list would read 76, 6, 101, 3, 123 as 'main'."""
+    f = rp.facts(load(ROOT / "tests" / "fixtures" / "harness-0.54.0" / "trust" / "delegation.cassette"))
+    assert f["estimates"] == {"main": [76, 101, 123], "researcher": [6], "writer": [3]}
+    version = dict(_version("0.54.0", [], None), scenarios={"a/b": dict(_version("0.54.0", [], None)["scenarios"]["a/b"], **f)})
+    md = rp.render_markdown(_report(versions=[version], controls=[]))
+    for row in ("| main request estimates | 76, 101, 123 |", "| researcher request estimates | 6 |", "| writer request estimates | 3 |"):
+        assert row in md, md
 
 
 def test_freeze_digest_ignores_where_the_tool_is_checked_out() -> None:
@@ -52,7 +62,7 @@ def _version(spec: str, estimates: list[int], violation: str | None, identical: 
         "status": "same",
         "vs_recording": [],
         "requests": {"main": len(estimates)},
-        "main_estimates": estimates,
+        "estimates": {"main": estimates},
         "outcome": {"status": "ok", "output": "a|b <i>"},
         "observations": [{"name": "n", "value": 1}],
         "violations": [{"invariant": "x", "role": "main", "index": 0, "message": violation}] if violation else [],
