@@ -15,6 +15,7 @@ the same document.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -439,7 +440,7 @@ def _rows(versions: list[dict[str, Any]], sid: str) -> list[tuple[str, list[str]
     rows.append(("requests per role", cells(_requests)))
     roles = list(dict.fromkeys(r for e in entries for r in e.get("estimates") or {}))
     for role in roles or ["main"]:
-        rows.append((f"{_md(role)} request estimates", cells(lambda e, role=role: _estimates(e, role))))
+        rows.append((f"{_md(role)} request estimates", cells(functools.partial(_estimates, role=role))))
     rows.append(("outcome", cells(_outcome_text, "not replayed: {}")))
     names = list(dict.fromkeys(o["name"] for e in entries for o in e.get("observations", [])))
     def observed(name: str) -> Callable[[dict[str, Any]], str]:
