@@ -55,13 +55,21 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def chart_role(roles: Sequence[Any]) -> Any:
+    """The agent a chart follows: ``main`` when the scenario has one, else its first agent. An
+    orchestrator's delegates (SubAgents) are other conversations, not later points of its line."""
+    return "main" if "main" in roles else next(iter(roles), None)
+
+
 def _pairs(cell: Any) -> list[tuple[int | None, int | None]] | None:
     """(recorded, this version) estimate of each main request, from whichever key the cell has."""
     if not isinstance(cell, dict):
         return None
     raw: Any = None
     if isinstance(cell.get("main_requests"), list):
-        raw = [m.get("estimate") if isinstance(m, dict) else None for m in cell["main_requests"]]
+        mains = [m for m in cell["main_requests"] if isinstance(m, dict)]
+        role = chart_role([m.get("role") for m in mains])
+        raw = [m.get("estimate") for m in mains if m.get("role") == role]
     elif isinstance(cell.get("estimates"), list):
         raw = cell["estimates"]
     if raw is None:
@@ -129,10 +137,11 @@ def fill_from_results(matrix: dict[str, Any]) -> dict[str, Any]:
             except (ReplayError, OSError):
                 continue
             same = cell.get("status") == "same"
+            role = chart_role(sorted(cassette.user_roles()))
             cell["main_requests"] = [
                 {"role": ex.role, "index": ex.index, "estimate": [ex.estimate if same else None, ex.estimate]}
                 for ex in cassette.exchanges
-                if ex.role == "main"
+                if ex.role == role and ex.kind != "count_tokens"
             ]
     return matrix
 

@@ -70,6 +70,7 @@ from . import _envs
 from .cassette import clean_stale_temps
 from .differ import message_label
 from .errors import ReplayUsageError
+from .html import chart_role
 from .reporter import write_step_summary
 
 FORMAT_VERSION = 1
@@ -184,15 +185,23 @@ def cell_from_run(sc: dict[str, Any]) -> Cell:
                 "changes": len(r.get("changes", [])),
             }
         )
-    estimates = [m["estimate"] for m in mains]
-    moved = any(e[0] != e[1] for e in estimates) or any(m["messages"][0] != m["messages"][1] for m in mains)
+    # Per agent of the scenario: an orchestrator's SubAgents delegates are conversations of their own.
+    per_role: dict[str, list[dict[str, Any]]] = {}
+    for m in mains:
+        per_role.setdefault(m["role"], []).append(m)
+    deltas = {
+        role: ", ".join(_arrow(m["estimate"]) for m in ms)
+        for role, ms in per_role.items()
+        if any(m["estimate"][0] != m["estimate"][1] or m["messages"][0] != m["messages"][1] for m in ms)
+    }
+    charted = per_role.get(chart_role(list(per_role)), [])
     cell.update(
         {
             "changed_roles": sorted(set(by_role) | set(roles)),
             "changed_requests": [f"{role}[{_indices(ix)}]" for role, ix in by_role.items()],
             "roles": roles,
-            "estimates": estimates,
-            "estimate_deltas": ", ".join(_arrow(e) for e in estimates) if moved else "",
+            "estimates": [m["estimate"] for m in charted],
+            "estimate_deltas": "; ".join(deltas.values()) if len(per_role) == 1 else "; ".join(f"{r} {d}" for r, d in deltas.items()),
             "lost": lost,
             "lost_parts": lost_parts,
             "requests": requests,

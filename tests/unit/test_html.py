@@ -111,6 +111,18 @@ def test_same_cell_without_numbers_follows_the_baseline() -> None:
     assert pts["0.62.0"] == pts["recorded"] != pts["0.54.0"]
 
 
+def test_a_chart_follows_main_not_its_sub_agents() -> None:
+    """An orchestrator's SubAgents delegates are other conversations: not points after main's last request."""
+    doc = json.loads(json.dumps(MATRIX))
+    delegates = [{"role": r, "index": 0, "messages": [1, 1], "estimate": [6, 6]} for r in ("researcher", "writer")]
+    for cell in doc["scenarios"][WEIRD_ID].values():
+        cell["main_requests"] = [*delegates, *cell["main_requests"]]  # the differ's order: roles sorted
+    (svg,) = _svgs(render_html(doc))
+    for name, g in _series(svg).items():
+        points = g.find(f"{SVG}polyline").get("points").split()  # type: ignore[union-attr]
+        assert len(points) == 3, (name, points)
+
+
 def test_run_json_renders_as_one_version() -> None:
     run = {"scenarios": {"a/b": {"status": "same", "main_requests": [{"estimate": [5, 5]}, {"estimate": [9, 9]}]}}}
     (svg,) = _svgs(render_html(run))

@@ -235,6 +235,20 @@ def test_changed_cell_names_requests_deltas_and_lost_parts() -> None:
     assert "new violation: content_lost main[0]" in lines
 
 
+def test_a_cell_keeps_each_agents_estimates_apart() -> None:
+    """An orchestrator and its SubAgents delegates: deltas named per agent that moved, the chart's pairs main's only."""
+    run = json.loads(json.dumps(RUN_CHANGED))
+    run["main_requests"] = [
+        {"role": "main", "index": 0, "messages": [1, 1], "estimate": [76, 76]},
+        {"role": "main", "index": 1, "messages": [3, 3], "estimate": [101, 140]},
+        {"role": "researcher", "index": 0, "messages": [1, 1], "estimate": [6, 6]},
+        {"role": "writer", "index": 0, "messages": [1, 1], "estimate": [3, 9]},
+    ]
+    cell = mx.cell_from_run(run)
+    assert cell["estimate_deltas"] == "main 76, 101→140; writer 3→9"
+    assert cell["estimates"] == [[76, 76], [101, 140]]
+
+
 def test_same_and_error_cells() -> None:
     assert mx.cell_from_run({"status": "same", "requests": []})["status"] == "same"
     err = mx.cell_from_run({"status": "error", "error": "boom\nmore"})
