@@ -31,6 +31,7 @@ from typing import Any
 from . import __version__, _envs
 from . import matrix as mx
 from ._determinism import describe_difference, first_difference, normalised_bytes
+from ._untrusted import md_code
 from .cassette import Cassette, cassette_path, load
 from .errors import CassetteError, ReplayUsageError
 from .scenario import ImportFailure, declared, discover
@@ -447,7 +448,7 @@ def _rows(versions: list[dict[str, Any]], sid: str) -> list[tuple[str, list[str]
         return lambda e: "; ".join(_json(o["value"], 600) for o in e.get("observations", []) if o["name"] == name) or "-"
 
     for name in names:
-        rows.append((f"observation `{name}`", cells(observed(name))))
+        rows.append((f"observation {md_code(name)}", cells(observed(name))))
     rows.append(("violations", cells(lambda e: "<br>".join(map(_md, _violations(e))) or "none")))
     rows.append(("vs the recording", cells(lambda e: e.get("status", "") + (": " + "; ".join(e["vs_recording"]) if e.get("vs_recording") else ""))))
     return rows

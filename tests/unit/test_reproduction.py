@@ -102,6 +102,15 @@ def test_markdown_has_every_section_and_escapes_cells() -> None:
     assert "```sh\nreplay report a/b --harness 0.54.0 --harness 0.62.0 --trials 2\n```" in md
 
 
+def test_an_observation_name_cannot_break_the_table() -> None:
+    version = _version("0.54.0", [1], None)
+    version["scenarios"]["a/b"]["observations"] = [{"name": "x`|<b>y</b>\n| evil | row |", "value": 1}]
+    md = rp.render_markdown(_report(versions=[version], controls=[]))
+    (row,) = [line for line in md.splitlines() if line.startswith("| observation ")]
+    assert row.endswith("| 1 |") and row.count(" | ") == 1, row  # one label cell, one value cell
+    assert "| evil | row |" not in md
+
+
 def test_differing_trials_are_said_and_fail_the_exit_code() -> None:
     report = _report(versions=[_version("0.54.0", [1], None, identical=False)])
     assert "DIFFERENT: 1 of 2 match trial 1; first difference a/b: main.0" in rp.render_markdown(report)
