@@ -97,7 +97,9 @@ class RequestCost:
     compacted: bool = False
     """A compaction ran since the role's previous request: a shorter prefix is expected."""
     diverged_at: int = 0
-    """Position of the first message that differs from the role's previous request."""
+    """Position of the first message that differs from the request this one continues."""
+    previous: int | None = None
+    """Index (same role) of the request this one continues: see :func:`_continues`."""
 
     @property
     def uncached(self) -> int:
@@ -235,17 +237,59 @@ def equivalent_costs(c: Cassette, same_as: Cassette, tokenizer: Tokenizer | None
     return current().per(kind, c, lambda: costs)
 
 
+class _Conversations:
+    """Which earlier request of a role each request continues.
+
+    One agent run's requests follow each other; a run started with the history another run
+    ended with continues that run's last request. Agent runs of one role made concurrently
+    (``asyncio.gather`` over prompts) are separate conversations: compared with whichever
+    request of the role came just before, each would look like a history edited from the
+    start. Where the run is not known (no run record, or a history no earlier run ended
+    with) the role's previous request stands in, as for a single conversation.
+    """
+
+    def __init__(self, c: Cassette) -> None:
+        self.runs = c.runs
+        self.last_of_run: dict[int, Exchange] = {}
+        self.ended_with: dict[tuple[str, tuple[int, ...]], int] = {}
+        """(role, result messages) → the run that ended with them, for runs seen so far."""
+
+    def previous(self, ex: Exchange, role_previous: Exchange | None) -> Exchange | None:
+        run = ex.run
+        if run is None or not 0 <= run < len(self.runs):
+            return role_previous
+        found = self.last_of_run.get(run)
+        if found is None:
+            record = self.runs[run]
+            if record.history:
+                source = self.ended_with.get((record.role, tuple(record.history)))
+                found = self.last_of_run.get(source) if source is not None else None
+            if found is None:
+                found = role_previous
+            self.ended_with[(record.role, tuple(record.result))] = run
+        self.last_of_run[run] = ex
+        return found
+
+
 def _request_costs(c: Cassette, tokenizer: Tokenizer | None) -> list[RequestCost]:
     sizes = _Sizes(c, tokenizer)
     user_roles = c.user_roles()
     out: list[RequestCost] = []
+    conversations = _Conversations(c)
     # The scenario's own agents first: their figures are the ones reports lead with.
     for role, xs in sorted(c.by_role().items(), key=lambda item: item[0] not in user_roles):
-        prev: Exchange | None = None
+        role_previous: Exchange | None = None
         sums: list[int] = [0]  # prefix sums of the previous request's message sizes
+        sums_of: Exchange | None = None
         for ex in xs:
             if ex.kind not in _SENDS:
                 continue
+            prev = conversations.previous(ex, role_previous)
+            role_previous = ex
+            if prev is not sums_of:  # another conversation's request: its sizes summed afresh
+                sums = [0]
+                for i in prev.messages if prev is not None else ():
+                    sums.append(sums[-1] + sizes(i))
             shared, partial = 0, 0
             if prev is not None and ex.parameters == prev.parameters:
                 limit = min(len(prev.messages), len(ex.messages))
@@ -270,9 +314,10 @@ def _request_costs(c: Cassette, tokenizer: Tokenizer | None) -> list[RequestCost
                     breakpoints=_breakpoints(c, ex),
                     compacted=prev is not None and _compaction_between(c, prev, ex, user_roles),
                     diverged_at=shared,
+                    previous=prev.index if prev is not None else None,
                 )
             )
-            prev = ex
+            sums_of = ex
     return out
 
 
@@ -287,12 +332,12 @@ def broken_prefixes(c: Cassette, costs: Iterable[RequestCost] | None = None) -> 
     """
     by_key = {(x.role, x.index): x for x in c.exchanges}
     user_roles = c.user_roles()
-    previous: dict[str, RequestCost] = {}
+    seen: dict[tuple[str, int], RequestCost] = {}
     for cost in costs if costs is not None else request_costs(c):
         if cost.role not in user_roles:
             continue
-        prev = previous.get(cost.role)
-        previous[cost.role] = cost
+        seen[(cost.role, cost.index)] = cost
+        prev = seen.get((cost.role, cost.previous)) if cost.previous is not None else None
         if prev is None or cost.compacted:
             continue
         ex_prev, ex = by_key[(prev.role, prev.index)], by_key[(cost.role, cost.index)]

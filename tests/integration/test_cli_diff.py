@@ -143,6 +143,16 @@ def test_sub_agents_are_roles_of_their_own_and_the_same_on_every_version(cli) ->
         assert doc["roles"] == {"main": [3, 3], "researcher": [1, 1], "writer": [1, 1]}
 
 
+def test_concurrent_runs_of_one_agent_are_checked_as_separate_conversations(cli) -> None:
+    """asyncio.gather over four prompts: the runs' second requests interleave (q3's first). Each continues its
+    own run's first request; against the role's previous request each looked like a history edited from the start."""
+    for v in VERSIONS:
+        cassette = FIXTURES / f"harness-{v}/trust/concurrent.cassette"
+        r = cli("check", cassette)
+        assert r.code == 0 and "cache_prefix_broken" not in r.out, (v, r.out)
+        assert not _diff_json(cli, cassette, FIXTURES / "harness-0.62.0/trust/concurrent.cassette")["changed"]
+
+
 def test_one_extra_turn_is_inserted_entries_not_a_cascade(cli) -> None:
     doc = _diff_json(cli, FIXTURES / "harness-0.62.0/trust/inserted.cassette", FIXTURES / "extra-turn/trust/inserted.cassette")
     for req in doc["requests"]:

@@ -114,6 +114,60 @@ def test_a_processor_that_rewrites_old_messages_breaks_the_prefix(
     assert "re-sent less of the previous request than it held" in v.message
 
 
+CONCURRENT = """
+
+async def conversation(agent, name, pause):
+    import asyncio
+
+    messages = []
+    for turn in range(4):
+        await asyncio.sleep(pause)
+        messages = (await agent.run(f"{{name}} turn {{turn}}", message_history=messages)).all_messages()
+    return len(messages)
+
+
+@scenario("edit/concurrent")
+async def concurrent(run: Run) -> int:
+    import asyncio
+
+    agent = Agent(FunctionModel(answer), capabilities=[{processors}])
+
+    @agent.tool_plain
+    def fetch() -> str:
+        \"\"\"Fetch the log.\"\"\"
+        return "log line " * 40
+
+    sizes = await asyncio.gather(conversation(agent, "a", 0.0), conversation(agent, "b", 0.001), conversation(agent, "c", 0.002))
+    return sum(sizes)
+"""
+
+
+@pytest.mark.parametrize(("processors", "broken"), [("ProcessHistory(trim_old_tool_output)", True), ("", False)])
+def test_concurrent_conversations_of_one_role_are_each_checked_against_their_own(
+    processors: str, broken: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three conversations of one agent at once (``asyncio.gather``), their requests interleaved: each request
+    continues its own conversation's previous one (its agent run's, or the run whose result its history is).
+    Compared with whichever request of the role came just before, every request looked edited from the start."""
+    from replay.recorder import record
+    from replay.scenario import discover
+
+    (tmp_path / "edit.py").write_text(HISTORY_EDIT.format(processors=processors) + CONCURRENT.format(processors=processors))
+    monkeypatch.chdir(tmp_path)
+    (sc,) = [s for s in discover([str(tmp_path / "edit.py")]) if s.id == "edit/concurrent"]
+    c = record(sc)
+    assert c.outcome.status == "ok", c.outcome
+    assert len({ex.run for ex in c.exchanges}) == 12 and [ex.run for ex in c.exchanges] != sorted(ex.run for ex in c.exchanges)
+    found = [v for v in run_checks(c) if v.invariant == "cache_prefix_broken"]
+    if not broken:
+        assert not found, found[0].message
+        return
+    (v,) = found
+    firsts = {ex.index for ex in c.exchanges if c.runs[ex.run].history == []}
+    assert not set(v.evidence["requests"]) & firsts  # a conversation's first request edits nothing
+    assert len(v.evidence["requests"]) >= 3  # every conversation's trimmed history is found
+
+
 def test_a_compaction_between_requests_is_not_a_broken_prefix() -> None:
     c = load(LONG_062)
     mains = [x for x in request_costs(c) if x.role == "main"]
