@@ -33,7 +33,7 @@ class SessionLike(Protocol):
 
     async def on_request(self, call: Call) -> Any: ...
     def on_stream(self, call: Call) -> Any: ...
-    def on_run_start(self, agent: Any) -> int: ...
+    def on_run_start(self, agent: Any, history: Any = None) -> int: ...
     def on_run_end(self, slot: int, agent: Any, prompt: Any, history: Any, agent_run: Any, exc: BaseException | None) -> None: ...
 
 
@@ -269,7 +269,7 @@ def _wrap_iter(original: Any) -> Any:
         history = kwargs.get("message_history")
         agent_run = None
         error: BaseException | None = None
-        slot = session.on_run_start(self)
+        slot = session.on_run_start(self, history)
         token = _RUN.set(slot)
         try:
             async with original(self, user_prompt, *args, **kwargs) as agent_run:

@@ -103,7 +103,8 @@ class Exchange(_Model):
     seq: int
     role: str
     index: int
-    """Ordinal of this call within its role: replay serves responses per role in this order."""
+    """Ordinal of this call within its role: replay serves responses per role in this order (by
+    conversation where the role's runs interleave: ``replay._conversations``)."""
     kind: Kind
     model_name: str | None = None
     model_system: str | None = None

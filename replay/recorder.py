@@ -357,6 +357,13 @@ class Session:
         self._counts: dict[str, int] = {}
         self._done = 0
         self._lock = threading.Lock()
+        self.turns: list[tuple[int, int]] = []
+        """Each agent run's (conversation, turn) as the run started, by slot (see ``replay._conversations``)."""
+        self._started: dict[str, int] = {}
+        self._ended: dict[tuple[int, int], tuple[int, Any]] = {}
+        bind = getattr(self.source, "bind", None)
+        if callable(bind):
+            bind(self)
 
     @property
     def cassette(self) -> Cassette:
@@ -468,11 +475,22 @@ class Session:
 
     # ----------------------------------------------------------------- agent runs
 
-    def on_run_start(self, agent: Any) -> int:
-        """Reserve the run's slot now, so runs are listed in the order they started."""
+    def on_run_start(self, agent: Any, history: Any = None) -> int:
+        """Reserve the run's slot now, so runs are listed in the order they started; note which
+        conversation it belongs to (``replay._conversations``) while its history is the very
+        list of objects an earlier run ended with."""
+        role = role_for(agent)
         with self._lock:
-            self.builder.cassette.runs.append(AgentRunRecord(role=role_for(agent)))
-            return len(self.builder.cassette.runs) - 1
+            self.builder.cassette.runs.append(AgentRunRecord(role=role))
+            slot = len(self.builder.cassette.runs) - 1
+            ended = self._ended.get((id(history[-1]), len(history))) if history else None
+            if ended is not None and ended[1] is history[-1]:
+                root, turn = self.turns[ended[0]]
+                self.turns.append((root, turn + 1))
+            else:
+                self.turns.append((self._started.get(role, 0), 0))
+                self._started[role] = self._started.get(role, 0) + 1
+            return slot
 
     def on_run_end(
         self, slot: int, agent: Any, prompt: Any, history: Any, agent_run: Any, exc: BaseException | None
@@ -492,6 +510,9 @@ class Session:
             final = agent_run.all_messages() if agent_run is not None else []
         except Exception:
             final = []
+        if final:
+            with self._lock:
+                self._ended[(id(final[-1]), len(final))] = (slot, final[-1])  # the object kept: ids are reused
         start = list(history or [])
         if isinstance(prompt, str):
             from pydantic_ai.messages import ModelRequest, UserPromptPart

@@ -9,6 +9,7 @@ recording, so the differ compares like with like.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import sys
 import threading
 from collections import deque
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from ._conversations import interleaved_roles, turns
 from ._interception import Call
 from ._placeholders import placeholder_keys
 from .cassette import Cassette, ErrorInfo, Exchange
@@ -107,6 +109,22 @@ class CassetteSource:
         self._released = 0
         self._delivered: set[int] = set()
         self._calls = 0
+        # Roles whose recorded requests alternate between conversations (concurrent runs): a call is
+        # answered from its own conversation's recorded requests, not by arrival order (see bind).
+        self._session: Any = None
+        self._turns: dict[tuple[str, int, int], deque[Exchange]] = {}
+        self._taken: set[int] = set()
+        interleaved = interleaved_roles(recorded, of_runs := turns(recorded.runs))
+        self._interleaved = {self._key(r) for r in interleaved}
+        self._keys_of: dict[int, tuple[bytes, ...]] = {}
+        """Content keys of recorded requests' messages, computed when first compared."""
+        for ex in recorded.exchanges:
+            if ex.role in interleaved and ex.run is not None and 0 <= ex.run < len(of_runs):
+                self._turns.setdefault((self._key(ex.role), *of_runs[ex.run]), deque()).append(ex)
+
+    def bind(self, session: Any) -> None:
+        """The replay's session: the conversation and turn of each live agent run (``Session.turns``)."""
+        self._session = session
 
     def _key(self, role: str) -> str:
         key = self._keys.get(role)
@@ -148,12 +166,63 @@ class CassetteSource:
         while self._released in self._delivered:
             self._released += 1
 
+    def _in_conversation(self, role: str, exchange: Exchange) -> Exchange | None:
+        """The next recorded request of the conversation and turn this call's agent run is in."""
+        live = self._session.turns if self._session is not None else ()
+        if exchange.run is None or not 0 <= exchange.run < len(live):
+            return None
+        found = self._turns.get((role, *live[exchange.run]))
+        while found and id(found[0]) in self._taken:
+            found.popleft()
+        return found.popleft() if found else None
+
+    def _same_request(self, queue: deque[Exchange], exchange: Exchange) -> Exchange | None:
+        """Among the next pending recorded requests, the first that sent what this call sends.
+
+        With concurrent conversations in the recording, a capability's calls (a summarizer
+        compacting one of them) arrive in an order set by latency, and carry no conversation of
+        their own; the request itself says which recorded call it is, while the harness sends
+        the same. Otherwise (a request that changed) the arrival order decides, as for any role.
+        """
+        from ._facts import content_key
+
+        table = self._session.builder.cassette.messages if self._session is not None else None
+        if table is None:
+            return None
+        live = tuple(content_key(table[i]) for i in exchange.messages)
+        recorded, keys_of = self.recorded.messages, self._keys_of
+        for rec in itertools.islice(queue, self.MATCH_WINDOW):
+            if id(rec) in self._taken or len(rec.messages) != len(live):
+                continue
+            keys = keys_of.get(id(rec))
+            if keys is None:
+                keys = keys_of[id(rec)] = tuple(content_key(recorded[i]) for i in rec.messages)
+            if keys == live:
+                return rec
+        return None
+
+    MATCH_WINDOW = 64
+    """Pending recorded requests of a role a call is compared with (concurrent recordings only)."""
+
     def _next(self, call: Call, exchange: Exchange) -> Exchange | None:
         self._calls += 1
         role = self._key(call.role)
         queue = self.queues.get(role)
-        if queue:
+        rec = None
+        if self._interleaved:
+            if role in self._interleaved:
+                rec = self._in_conversation(role, exchange)
+            elif queue:
+                rec = self._same_request(queue, exchange)
+            while queue and id(queue[0]) in self._taken:
+                queue.popleft()
+            if rec is None and queue:
+                rec = queue.popleft()
+            if rec is not None:
+                self._taken.add(id(rec))
+        elif queue:
             rec = queue.popleft()
+        if rec is not None:
             self.last[role] = rec
             if rec.kind != call.kind and {rec.kind, call.kind} != {"request", "request_stream"}:
                 self.divergences.append(
@@ -202,6 +271,8 @@ class CassetteSource:
         out = []
         for role, queue in self.queues.items():
             for rec in queue:
+                if id(rec) in self._taken:
+                    continue
                 out.append(Divergence(role, rec.index, "unused", f"recorded request #{rec.index + 1} was never made"))
         return out
 

@@ -12,10 +12,12 @@ reporter decides how it reads.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .. import _facts
+from .._conversations import in_conversations, interleaved_roles, turns
 from ..cassette import Cassette, Exchange
 from ..normaliser import NormalCassette, NormalRequest, Rules, digest, normalise, paused_gc, schema_for
 from ..wire.cache import CacheChange, Price, RequestCost, Tokenizer, Tokens, equivalent_costs, request_costs, total
@@ -331,8 +333,10 @@ def _diff(
     cb = b.source if isinstance(b, NormalCassette) else b
     if not isinstance(a, NormalCassette) and not isinstance(b, NormalCassette) and _facts.current().equivalent(ca, cb):
         return _diff_equivalent(ca, cb, rules, a_label, b_label, tokenizer)
-    na = a if isinstance(a, NormalCassette) else normalise(a, rules, schema_for(a, cb))
-    nb = b if isinstance(b, NormalCassette) else normalise(b, rules, schema_for(b, ca))
+    # Roles with concurrent conversations on either side are listed conversation by conversation on both.
+    conversations = interleaved_roles(ca) | interleaved_roles(cb)
+    na = a if isinstance(a, NormalCassette) else normalise(a, rules, schema_for(a, cb), conversations)
+    nb = b if isinstance(b, NormalCassette) else normalise(b, rules, schema_for(b, ca), conversations)
     differ = _Differ()
     roles = sorted(set(na.requests) | set(nb.requests))
     counts = [RoleCount(r, len(na.requests.get(r, [])), len(nb.requests.get(r, []))) for r in roles]
@@ -341,12 +345,23 @@ def _diff(
     mains: list[MainRequest] = []
     ex_a = {(e.role, e.index): e for e in na.source.exchanges}
     ex_b = {(e.role, e.index): e for e in nb.source.exchanges}
+    paired: dict[tuple[str, int], int] = {}
     for role in roles:
-        ra, rb = na.requests.get(role, []), nb.requests.get(role, [])
+        ra: list[NormalRequest] = na.requests.get(role, [])
+        rb: Sequence[NormalRequest | None] = nb.requests.get(role, [])
+        if conversations and role not in conversations:
+            rb = _same_first(ra, nb.requests.get(role, []))
         for i in range(max(len(ra), len(rb))):
             qa = ra[i] if i < len(ra) else None
             qb = rb[i] if i < len(rb) else None
-            ea, eb = ex_a.get((role, i)), ex_b.get((role, i))
+            if conversations:  # paired by conversation and turn, or by content: each side's own ordinal
+                ea = ex_a.get((role, qa.index)) if qa else None
+                eb = ex_b.get((role, qb.index)) if qb else None
+                if qa and qb:
+                    paired[(role, qa.index)] = qb.index
+                i = qa.index if qa else qb.index  # type: ignore[union-attr]
+            else:
+                ea, eb = ex_a.get((role, i)), ex_b.get((role, i))
             if role in user_roles and (qa is None or qa.kind != "count_tokens") and (qb is None or qb.kind != "count_tokens"):
                 mains.append(
                     MainRequest(
@@ -387,10 +402,31 @@ def _diff(
         versions=(_version(na.source), _version(nb.source)),
         warnings=_warnings(na.source, nb.source),
         wire=compare_wire(na.source, nb.source, rules),
-        cache=compare_cache(costs_a, costs_b),
+        cache=compare_cache(costs_a, costs_b, paired=paired),
         tokens=(Tokens.of(costs_a), Tokens.of(costs_b)),
         request_costs=(costs_a, costs_b),
     )
+
+
+def _same_first(ra: list[NormalRequest], rb: list[NormalRequest]) -> list[NormalRequest | None]:
+    """``rb`` reordered so that a request identical to one of ``ra`` stands at its position.
+
+    In a recording with concurrent conversations, a capability's calls (a summarizer compacting
+    one of them) come in an order set by latency and belong to no conversation of their own:
+    the same calls made in another order are the same. What is left pairs in order.
+    """
+    spare: dict[bytes, list[int]] = {}
+    for j, q in enumerate(rb):
+        spare.setdefault(q.digest, []).append(j)
+    placed: list[NormalRequest | None] = [None] * max(len(ra), len(rb))
+    used = [False] * len(rb)
+    for i, q in enumerate(ra):
+        js = spare.get(q.digest)
+        if js:
+            j = js.pop(0)
+            placed[i], used[j] = rb[j], True
+    rest = iter([q for j, q in enumerate(rb) if not used[j]])
+    return [q if q is not None else next(rest, None) for q in placed]  # None: no request of b there
 
 
 def _diff_equivalent(
@@ -410,14 +446,18 @@ def _diff_equivalent(
     indexed_a = {(e.role, e.index): e for e in ca.exchanges}
     indexed_b = {(e.role, e.index): e for e in cb.exchanges}
     mains: list[MainRequest] = []
+    conversations = interleaved_roles(ca)  # as _diff lists them (equivalent: the same on both sides)
+    of_runs = turns(ca.runs) if conversations else []
     for role in roles:
         if role not in user_roles:
             continue
-        for i, q in enumerate(by_role[role]):
+        xs = in_conversations(by_role[role], of_runs) if role in conversations else by_role[role]
+        for i, q in enumerate(xs):
             if q.kind == "count_tokens":
                 continue
-            ea, eb = indexed_a.get((role, i)), indexed_b.get((role, i))
-            mains.append(MainRequest(role, i, len(q.messages), len(q.messages),
+            at = q.index if conversations else i
+            ea, eb = indexed_a.get((role, at)), indexed_b.get((role, at))
+            mains.append(MainRequest(role, at, len(q.messages), len(q.messages),
                                      ea.estimate if ea else None, eb.estimate if eb else None))
     costs_a = request_costs(ca, tokenizer)
     costs_b = equivalent_costs(cb, ca, tokenizer)

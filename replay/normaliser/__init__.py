@@ -17,12 +17,13 @@ import gc
 import hashlib
 import re
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
 
+from .._conversations import in_conversations, interleaved_roles, turns
 from ..cassette import Cassette, Exchange
 from ._schema import EMPTY, Choice, Schema, compile_schema, installed_schema, merge
 
@@ -311,25 +312,41 @@ class NormalCassette:
 _COMPARED_HEADER = ("scenario_id", "harness_version", "slim_version", "mode")
 
 
-def normalise(cassette: Cassette, rules: Rules = Rules(), schema: Schema | None = None) -> NormalCassette:
+def normalise(
+    cassette: Cassette, rules: Rules = Rules(), schema: Schema | None = None, conversations: Collection[str] | None = None
+) -> NormalCassette:
     """Normalise every table entry once, then assemble requests from them.
 
     Requests share most of their messages, so normalising the table (not each request's
     expanded history) keeps this linear in the cassette's size. ``schema`` defaults to the
     cassette's own recorded defaults (:func:`schema_for`); the differ passes both sides' merged.
+    ``conversations``: roles listed conversation by conversation (``replay._conversations``), by
+    default those whose requests alternate between concurrent conversations in this cassette;
+    the differ passes the roles either side interleaves, so both list them alike. Generated ids
+    are then aliased in that order too, not in the order concurrent answers happened to arrive.
     """
     with paused_gc():
-        return _normalise(cassette, rules, schema)
+        return _normalise(cassette, rules, schema, conversations)
 
 
-def _normalise(cassette: Cassette, rules: Rules, schema: Schema | None) -> NormalCassette:
+def _normalise(cassette: Cassette, rules: Rules, schema: Schema | None, conversations: Collection[str] | None) -> NormalCassette:
     n = Normaliser(rules, schema if schema is not None else schema_for(cassette))
-    messages, message_digests = _messages(cassette, n)
+    exchanges: list[Exchange] = cassette.exchanges
+    order = None
+    if conversations is None or conversations:
+        of_runs = turns(cassette.runs)
+        roles = interleaved_roles(cassette, of_runs) if conversations is None else set(conversations)
+        if roles:
+            by_role = cassette.by_role()
+            exchanges = [ex for r in sorted(roles) for ex in in_conversations(by_role.get(r, []), of_runs)]
+            exchanges += [ex for ex in cassette.exchanges if ex.role not in roles]
+            order = _visit_order(cassette, exchanges)
+    messages, message_digests = _messages(cassette, n, order)
     params = {ex.parameters for ex in cassette.exchanges if ex.parameters is not None}
     parameters_kind = n.schema.root("parameters")
     blobs = [n.value(b, parameters_kind if i in params else None) for i, b in enumerate(cassette.blobs)]
     requests: dict[str, list[NormalRequest]] = {}
-    for ex in cassette.exchanges:
+    for ex in exchanges:
         body, key = _request(ex, cassette, messages, message_digests, blobs, n)
         requests.setdefault(ex.role, []).append(NormalRequest(ex.role, ex.index, ex.kind, body, key, ex.messages))
     return NormalCassette(
@@ -351,7 +368,20 @@ def _normalise(cassette: Cassette, rules: Rules, schema: Schema | None) -> Norma
     )
 
 
-def _messages(cassette: Cassette, n: Normaliser) -> tuple[list[Any], list[bytes]]:
+def _visit_order(cassette: Cassette, exchanges: list[Exchange]) -> list[int]:
+    """Message indices in the order ``exchanges`` first send or receive them, then the rest of the table."""
+    seen = bytearray(len(cassette.messages))
+    order: list[int] = []
+    for ex in exchanges:
+        for i in ex.messages if ex.response is None else [*ex.messages, ex.response]:
+            if not seen[i]:
+                seen[i] = 1
+                order.append(i)
+    order += [i for i in range(len(seen)) if not seen[i]]
+    return order
+
+
+def _messages(cassette: Cassette, n: Normaliser, order: list[int] | None = None) -> tuple[list[Any], list[bytes]]:
     """The normalised message table and its digests.
 
     In a comparison (``replay._facts``) a message is normalised once for both sides when its
@@ -364,8 +394,14 @@ def _messages(cassette: Cassette, n: Normaliser) -> tuple[list[Any], list[bytes]
     kind = n.schema.root("message")
     facts = _facts.active()
     token = n.schema.token
+    table = cassette.messages
     if facts is None or facts.private or token is None or not n.schema.stamp_free(_facts.volatile):
-        messages = [n.value(m, kind) for m in cassette.messages]
+        if order is None:
+            messages = [n.value(m, kind) for m in table]
+        else:  # aliases numbered in visiting order
+            messages = [None] * len(table)
+            for i in order:
+                messages[i] = n.value(table[i], kind)
         return messages, [digest(m) for m in messages]
     aliases = n.aliases
 
@@ -375,7 +411,12 @@ def _messages(cassette: Cassette, n: Normaliser) -> tuple[list[Any], list[bytes]
         return (value, digest(value)), aliases.used == used
 
     slot = ("normalised", token, n.rules)
-    pairs = [facts.shareable(slot, cassette, i, compute) for i in range(len(cassette.messages))]
+    if order is None:
+        pairs = [facts.shareable(slot, cassette, i, compute) for i in range(len(table))]
+    else:
+        pairs = [None] * len(table)  # type: ignore[list-item]
+        for i in order:
+            pairs[i] = facts.shareable(slot, cassette, i, compute)
     return [p[0] for p in pairs], [p[1] for p in pairs]
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .._conversations import Predecessors
 from .._facts import current
 from ..cassette import Cassette, Exchange
 from ..errors import ReplayUsageError
@@ -237,45 +238,11 @@ def equivalent_costs(c: Cassette, same_as: Cassette, tokenizer: Tokenizer | None
     return current().per(kind, c, lambda: costs)
 
 
-class _Conversations:
-    """Which earlier request of a role each request continues.
-
-    One agent run's requests follow each other; a run started with the history another run
-    ended with continues that run's last request. Agent runs of one role made concurrently
-    (``asyncio.gather`` over prompts) are separate conversations: compared with whichever
-    request of the role came just before, each would look like a history edited from the
-    start. Where the run is not known (no run record, or a history no earlier run ended
-    with) the role's previous request stands in, as for a single conversation.
-    """
-
-    def __init__(self, c: Cassette) -> None:
-        self.runs = c.runs
-        self.last_of_run: dict[int, Exchange] = {}
-        self.ended_with: dict[tuple[str, tuple[int, ...]], int] = {}
-        """(role, result messages) → the run that ended with them, for runs seen so far."""
-
-    def previous(self, ex: Exchange, role_previous: Exchange | None) -> Exchange | None:
-        run = ex.run
-        if run is None or not 0 <= run < len(self.runs):
-            return role_previous
-        found = self.last_of_run.get(run)
-        if found is None:
-            record = self.runs[run]
-            if record.history:
-                source = self.ended_with.get((record.role, tuple(record.history)))
-                found = self.last_of_run.get(source) if source is not None else None
-            if found is None:
-                found = role_previous
-            self.ended_with[(record.role, tuple(record.result))] = run
-        self.last_of_run[run] = ex
-        return found
-
-
 def _request_costs(c: Cassette, tokenizer: Tokenizer | None) -> list[RequestCost]:
     sizes = _Sizes(c, tokenizer)
     user_roles = c.user_roles()
     out: list[RequestCost] = []
-    conversations = _Conversations(c)
+    conversations = Predecessors(c)
     # The scenario's own agents first: their figures are the ones reports lead with.
     for role, xs in sorted(c.by_role().items(), key=lambda item: item[0] not in user_roles):
         role_previous: Exchange | None = None
@@ -363,9 +330,17 @@ class CacheChange:
         return f"cacheable prefix at {self.role}[{self.index}]: {self.before:,} → {self.after:,} tokens"
 
 
-def compare(a: list[RequestCost], b: list[RequestCost], threshold: float = 0.1) -> list[CacheChange]:
-    """Requests whose cached prefix moved by more than ``threshold`` of the larger figure, or whose breakpoints moved."""
+def compare(
+    a: list[RequestCost], b: list[RequestCost], threshold: float = 0.1, paired: dict[tuple[str, int], int] | None = None
+) -> list[CacheChange]:
+    """Requests whose cached prefix moved by more than ``threshold`` of the larger figure, or whose breakpoints moved.
+
+    ``paired``: the request of ``b`` each request of ``a`` was paired with, where the diff paired
+    them by conversation rather than by ordinal (concurrent conversations).
+    """
     cb = {(x.role, x.index): x for x in b}
+    if paired:
+        cb = {key: y for key in {(x.role, x.index) for x in a} if (y := cb.get((key[0], paired.get(key, key[1])))) is not None}
     out = []
     for x in a:
         y = cb.get((x.role, x.index))

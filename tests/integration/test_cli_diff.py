@@ -8,6 +8,8 @@ from pathlib import Path
 
 from conftest import ROOT
 
+from replay.cassette import load
+
 OLD = ROOT / "tests" / "fixtures" / "harness-0.54.0"
 NEW = ROOT / "cassettes"
 NOISE = ("timestamp", "run_id", "conversation_id", "created_at", "provider_response_id", "pyd_ai_", "history_digest")
@@ -151,6 +153,23 @@ def test_concurrent_runs_of_one_agent_are_checked_as_separate_conversations(cli)
         r = cli("check", cassette)
         assert r.code == 0 and "cache_prefix_broken" not in r.out, (v, r.out)
         assert not _diff_json(cli, cassette, FIXTURES / "harness-0.62.0/trust/concurrent.cassette")["changed"]
+
+
+def test_parallel_delegations_replay_same_and_pair_by_conversation(cli) -> None:
+    """Three delegations to one SubAgents delegate at once, two of them answering together: each version
+    recorded them in another interleaving. A replay answers each conversation from its own recorded
+    requests (by arrival it crossed the research results: CHANGED on an unchanged harness), and the
+    diff pairs requests by conversation and turn, not by arrival."""
+    orders = set()
+    for v in VERSIONS:
+        cassette = FIXTURES / f"harness-{v}/trust/parallel.cassette"
+        c = load(cassette)
+        orders.add(tuple(str(c.messages[ex.messages[0]]["parts"][0]["content"]) for ex in c.exchanges if ex.role == "researcher"))
+        assert not _diff_json(cli, cassette, FIXTURES / "harness-0.62.0/trust/parallel.cassette")["changed"], v
+    assert len(orders) > 1  # the fixtures do hold different interleavings
+    for _ in range(3):
+        r = cli("run", FIXTURES / "scenarios" / "trust.py", "--cassettes", FIXTURES / "harness-0.62.0", "--format", "json")
+        assert json.loads(r.out)["scenarios"]["trust/parallel"]["status"] == "same", r.out
 
 
 def test_one_extra_turn_is_inserted_entries_not_a_cascade(cli) -> None:

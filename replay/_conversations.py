@@ -1,0 +1,111 @@
+"""Which agent runs of a role make one conversation, so concurrent runs can be told apart.
+
+A scenario that runs one agent on several prompts at once (``asyncio.gather``), or a model
+that delegates three tasks to one ``SubAgents`` delegate in one response, interleaves the
+requests of several conversations under one role, in an order set by each answer's latency.
+Numbered per role in arrival order, the same conversations recorded twice (or replayed)
+pair up wrongly. A conversation is a chain of agent runs: a run continues the run whose
+result its history is (``message_history=result.all_messages()``); otherwise it starts a
+conversation of its own. Conversations are ranked per role by the start of their first run
+(runs are listed in the order they started, before any model answers), turns by the chain.
+Where a role's requests never alternate between conversations nothing here applies and the
+role keeps its arrival order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .cassette import AgentRunRecord, Cassette, Exchange
+
+Turn = tuple[int, int]
+"""(rank of the conversation among its role's, run within the conversation from 0)."""
+
+
+def turns(runs: Sequence[AgentRunRecord]) -> list[Turn]:
+    """Each run's conversation and turn, from the runs' histories and results (message indices)."""
+    out: list[Turn] = []
+    ended_with: dict[tuple[str, tuple[int, ...]], int] = {}
+    started: dict[str, int] = {}
+    for i, run in enumerate(runs):
+        source = ended_with.get((run.role, tuple(run.history))) if run.history else None
+        if source is not None:
+            root, turn = out[source]
+            out.append((root, turn + 1))
+        else:
+            out.append((started.get(run.role, 0), 0))
+            started[run.role] = started.get(run.role, 0) + 1
+        if run.result:
+            ended_with[(run.role, tuple(run.result))] = i
+    return out
+
+
+def interleaved_roles(c: Cassette, of_runs: Sequence[Turn] | None = None) -> set[str]:
+    """Roles whose requests alternate between conversations (a conversation's requests are not contiguous)."""
+    found = of_runs if of_runs is not None else turns(c.runs)
+    last: dict[str, int | None] = {}
+    done: dict[str, set[int]] = {}
+    out: set[str] = set()
+    for ex in c.exchanges:
+        if ex.role in out:
+            continue
+        root = found[ex.run][0] if ex.run is not None and 0 <= ex.run < len(found) else None
+        previous = last.get(ex.role)
+        if root is not None and previous != root:
+            seen = done.setdefault(ex.role, set())
+            if root in seen:
+                out.add(ex.role)
+                continue
+            if previous is not None:
+                seen.add(previous)
+        if root is not None:
+            last[ex.role] = root
+    return out
+
+
+def in_conversations(exchanges: Sequence[Exchange], of_runs: Sequence[Turn]) -> list[Exchange]:
+    """One role's requests conversation by conversation, turn by turn (calls without a run last)."""
+    n = len(of_runs)
+
+    def key(ex: Exchange) -> tuple[int, int, int, int]:
+        if ex.run is not None and 0 <= ex.run < n:
+            root, turn = of_runs[ex.run]
+            return (0, root, turn, ex.seq)
+        return (1, 0, 0, ex.seq)
+
+    return sorted(exchanges, key=key)
+
+
+class Predecessors:
+    """Which earlier request of a role each request continues.
+
+    One agent run's requests follow each other; a run started with the history another run
+    ended with continues that run's last request. Agent runs of one role made concurrently
+    (``asyncio.gather`` over prompts) are separate conversations: compared with whichever
+    request of the role came just before, each would look like a history edited from the
+    start. Where the run is not known (no run record, or a history no earlier run ended
+    with) the role's previous request stands in, as for a single conversation.
+    """
+
+    def __init__(self, c: Cassette) -> None:
+        self.runs = c.runs
+        self.last_of_run: dict[int, Exchange] = {}
+        self.ended_with: dict[tuple[str, tuple[int, ...]], int] = {}
+        """(role, result messages) → the run that ended with them, for runs seen so far."""
+
+    def previous(self, ex: Exchange, role_previous: Exchange | None) -> Exchange | None:
+        """The request ``ex`` continues; call for each request of a role in order (``role_previous``: the one before)."""
+        run = ex.run
+        if run is None or not 0 <= run < len(self.runs):
+            return role_previous
+        found = self.last_of_run.get(run)
+        if found is None:
+            record = self.runs[run]
+            if record.history:
+                source = self.ended_with.get((record.role, tuple(record.history)))
+                found = self.last_of_run.get(source) if source is not None else None
+            if found is None:
+                found = role_previous
+            self.ended_with[(record.role, tuple(record.result))] = run
+        self.last_of_run[run] = ex
+        return found

@@ -1,0 +1,66 @@
+"""Concurrent conversations under one role: which runs chain, which roles interleave, how they are listed."""
+
+from __future__ import annotations
+
+from replay._conversations import Predecessors, in_conversations, interleaved_roles, turns
+from replay.cassette import AgentRunRecord, Cassette, CassetteBuilder, Exchange, Header
+from replay.differ import diff
+
+
+def _cassette(order: list[tuple[str, int]], answers: dict[str, str] | None = None) -> Cassette:
+    """Conversations a, b of role main, two turns each (a run per turn, the second given the first's result),
+    each turn one request; ``order`` lists (conversation, turn) in the order the requests were made."""
+    b = CassetteBuilder(Header(scenario_id="unit/c", roles={"main": "scenarios.x"}))
+    c = b.cassette
+    prompt = {name: b.message({"kind": "request", "parts": [{"part_kind": "user-prompt", "content": f"{name} 0"}]})
+              for name in "ab"}
+    reply = {name: b.message({"kind": "response", "parts": [{"part_kind": "text", "content": (answers or {}).get(name, f"{name} ok")}]})
+             for name in "ab"}
+    follow = {name: b.message({"kind": "request", "parts": [{"part_kind": "user-prompt", "content": f"{name} 1"}]})
+              for name in "ab"}
+    runs: dict[tuple[str, int], int] = {}
+    for name, turn in sorted(order, key=lambda x: (x[1], x[0])):  # runs start turn by turn, a before b
+        history = [] if turn == 0 else [prompt[name], reply[name]]
+        result = [prompt[name], reply[name]] if turn == 0 else [prompt[name], reply[name], follow[name], reply[name]]
+        runs[(name, turn)] = len(c.runs)
+        c.runs.append(AgentRunRecord(role="main", history=history, result=result))
+    for seq, (name, turn) in enumerate(order):
+        sent = [prompt[name]] if turn == 0 else [prompt[name], reply[name], follow[name]]
+        c.exchanges.append(Exchange(seq=seq, role="main", index=seq, kind="request", messages=sent,
+                                    response=reply[name], run=runs[(name, turn)]))
+    return c
+
+
+def test_a_run_given_another_runs_result_continues_its_conversation() -> None:
+    c = _cassette([("a", 0), ("b", 0), ("a", 1), ("b", 1)])
+    assert turns(c.runs) == [(0, 0), (1, 0), (0, 1), (1, 1)]
+
+
+def test_only_alternating_conversations_interleave() -> None:
+    assert interleaved_roles(_cassette([("a", 0), ("a", 1), ("b", 0), ("b", 1)])) == set()
+    assert interleaved_roles(_cassette([("a", 0), ("b", 0), ("a", 1), ("b", 1)])) == {"main"}
+
+
+def test_listed_conversation_by_conversation() -> None:
+    c = _cassette([("b", 0), ("a", 0), ("b", 1), ("a", 1)])
+    got = [(ex.seq, ex.run) for ex in in_conversations(c.exchanges, turns(c.runs))]
+    assert [c.runs[run].history == [] for _, run in got] == [True, False, True, False]
+    assert [seq for seq, _ in got] == [1, 3, 0, 2]  # a's conversation (its first run started first), then b's
+
+
+def test_each_request_continues_its_own_conversation() -> None:
+    c = _cassette([("a", 0), ("b", 0), ("b", 1), ("a", 1)])
+    p, last, found = Predecessors(c), None, []
+    for ex in c.exchanges:
+        prev, last = p.previous(ex, last), ex
+        found.append(prev.seq if prev is not None else None)
+    assert found == [None, 0, 1, 0]  # b's turn 1 continues b's turn 0, a's turn 1 continues a's (not b's)
+
+
+def test_the_same_conversations_in_another_interleaving_are_the_same() -> None:
+    one = _cassette([("a", 0), ("b", 0), ("a", 1), ("b", 1)])
+    other = _cassette([("b", 0), ("a", 0), ("b", 1), ("a", 1)])
+    assert not diff(one, other).changed
+    changed = diff(one, _cassette([("b", 0), ("a", 0), ("b", 1), ("a", 1)], answers={"b": "b changed"}))
+    assert changed.changed
+    assert {r.label for r in changed.requests} == {"main[1]", "main[3]"}  # b's two requests, by a's ordinals
