@@ -41,25 +41,34 @@ def turns(runs: Sequence[AgentRunRecord]) -> list[Turn]:
 
 
 def interleaved_roles(c: Cassette, of_runs: Sequence[Turn] | None = None) -> set[str]:
-    """Roles whose requests alternate between conversations (a conversation's requests are not contiguous)."""
+    """Roles whose conversations interleave: their requests alternate between conversations (run
+    concurrently, or one turn each in turn), or a run made its first request before a run of the
+    role that started earlier made its own (one request each, answered out of order)."""
     found = of_runs if of_runs is not None else turns(c.runs)
-    last: dict[str, int | None] = {}
+    last: dict[str, int] = {}
     done: dict[str, set[int]] = {}
+    first_seen: dict[str, int] = {}
+    seen_runs: set[int] = set()
     out: set[str] = set()
     for ex in c.exchanges:
-        if ex.role in out:
+        run = ex.run
+        if ex.role in out or run is None or not 0 <= run < len(found):
             continue
-        root = found[ex.run][0] if ex.run is not None and 0 <= ex.run < len(found) else None
+        if run not in seen_runs:
+            seen_runs.add(run)
+            if run < first_seen.get(ex.role, -1):
+                out.add(ex.role)
+                continue
+            first_seen[ex.role] = run
+        root = found[run][0]
         previous = last.get(ex.role)
-        if root is not None and previous != root:
+        if previous is not None and previous != root:
             seen = done.setdefault(ex.role, set())
             if root in seen:
                 out.add(ex.role)
                 continue
-            if previous is not None:
-                seen.add(previous)
-        if root is not None:
-            last[ex.role] = root
+            seen.add(previous)
+        last[ex.role] = root
     return out
 
 
@@ -98,14 +107,38 @@ class Predecessors:
         run = ex.run
         if run is None or not 0 <= run < len(self.runs):
             return role_previous
+        found = self.continued(ex)
+        return role_previous if found is None and self.last_of_run[run] is ex else found
+
+    def continued(self, ex: Exchange) -> Exchange | None:
+        """The request ``ex`` continues in its own conversation, or None for a conversation's first
+        (the same bookkeeping as :meth:`previous`: call one of them once per request, in order)."""
+        run = ex.run
+        if run is None or not 0 <= run < len(self.runs):
+            return None
         found = self.last_of_run.get(run)
         if found is None:
             record = self.runs[run]
             if record.history:
                 source = self.ended_with.get((record.role, tuple(record.history)))
                 found = self.last_of_run.get(source) if source is not None else None
-            if found is None:
-                found = role_previous
             self.ended_with[(record.role, tuple(record.result))] = run
         self.last_of_run[run] = ex
         return found
+
+
+def paired_ordinals(a: Cassette, b: Cassette) -> dict[tuple[str, int], int]:
+    """``b``'s request ordinal → ``a``'s, for roles either side ran concurrently: the k-th request of
+    the role listed conversation by conversation on one side is the k-th on the other (as the diff
+    pairs them), so a violation is compared with the recording's in the same conversation."""
+    runs_a, runs_b = turns(a.runs), turns(b.runs)
+    roles = interleaved_roles(a, runs_a) | interleaved_roles(b, runs_b)
+    if not roles:
+        return {}
+    by_a, by_b = a.by_role(), b.by_role()
+    out: dict[tuple[str, int], int] = {}
+    for role in roles:
+        xs = in_conversations(by_a.get(role, []), runs_a)
+        ys = in_conversations(by_b.get(role, []), runs_b)
+        out.update(((role, y.index), x.index) for x, y in zip(xs, ys))
+    return out

@@ -187,7 +187,7 @@ _EXCHANGE_FIELDS: dict[str, Check] = {
 }
 _EXCHANGE_REQUIRED = ("seq", "role", "index", "kind")
 _EVENT_FIELDS: dict[str, Check] = {"event_kind": _name}
-_RUN_FIELDS: dict[str, Check] = {"role": _name, "estimate": _opt_count}
+_RUN_FIELDS: dict[str, Check] = {"role": _name, "estimate": _opt_count, "parent": _opt_count}
 _HISTORY_FIELDS: dict[str, Check] = {"name": _name, "after": _count, "predicate": _opt_name}
 _WIRE_FIELDS: dict[str, Check] = {
     "method": _name,
@@ -624,7 +624,10 @@ def validate(raw: dict[str, Any], limits: Limits) -> None:
 
     for i, run_ in enumerate(runs):
         where = f"runs[{i}]"
-        _fields(run_, where, _RUN_FIELDS, ("role",))  # (two fields: a layout costs more than it saves)
+        _fields(run_, where, _RUN_FIELDS, ("role",))  # (three fields: a layout costs more than it saves)
+        parent = run_.get("parent")
+        if parent is not None and parent >= len(runs):
+            raise SchemaError(f"{where}.parent", f"run reference {parent} outside the table of {len(runs)}")
         add_refs(run_, "runs", i, ("history", "result"))
         _error(run_.get("error"), f"{where}.error")
         json_weight({k: v for k, v in run_.items() if k not in ("history", "result")}, where, depth + 2)

@@ -149,6 +149,10 @@ class AgentRunRecord(_Model):
     error: ErrorInfo | None = None
     estimate: int | None = None
     """Token estimate of the starting history plus the prompt: what a compaction replaces."""
+    parent: int | None = None
+    """The run this one was started inside (a capability's run: the agent run it serves), if any.
+    Tells concurrent conversations' summarizer calls apart (``replay._conversations``); left out
+    on disk when None."""
 
 
 class Outcome(_Model):
@@ -423,6 +427,8 @@ def to_wire(cassette: Cassette) -> dict[str, Any]:
     for run in data["runs"]:
         run["history"] = _runs(run["history"])
         run["result"] = _runs(run["result"])
+        if run.get("parent") is None:
+            run.pop("parent", None)  # a cassette without nested runs is written exactly as before
     if data["histories"]:
         for history in data["histories"]:
             history["messages"] = _runs(history["messages"])

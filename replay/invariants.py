@@ -22,6 +22,7 @@ per message.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import gc
 import re
 from bisect import bisect_left
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from . import _facts
+from ._conversations import Predecessors, interleaved_roles, paired_ordinals
 from .cassette import AgentRunRecord, Cassette, Exchange, is_harness_module
 from .differ import message_label
 from .errors import ReplayError, ReplayUsageError
@@ -324,6 +326,12 @@ def compare_cassettes(recorded: Cassette, replayed: Cassette) -> Comparison:
         else:
             before = _findings(_results(recorded, names))
     after_found = _findings(after)
+    ordinals = paired_ordinals(recorded, replayed)
+    if ordinals:  # concurrent conversations: the replay's request named as the recording's in its conversation
+        after_found.violations = [
+            dataclasses.replace(v, index=ordinals.get((v.role, v.index), v.index)) if v.index is not None else v
+            for v in after_found.violations
+        ]
     return _graded(before, after_found)
 
 
@@ -832,6 +840,36 @@ def _labels(indices: Iterable[int]) -> str:
 # --------------------------------------------------------------------------- built-in checks
 
 
+class _Windows:
+    """The compaction calls each main request of a role may have been compacted by.
+
+    One conversation per role: the calls since the role's previous request. A role whose
+    requests alternate between concurrent conversations (``replay._conversations``): the calls
+    since the request this one continues, made inside this request's own agent run (a run's
+    ``parent``; a call whose run does not say is kept) -- another conversation's summarizer
+    is not this one's, and taking it for one flagged losses that were none.
+    """
+
+    def __init__(self, c: Cassette, ix: _Index) -> None:
+        self.c, self.ix = c, ix
+        self.concurrent = interleaved_roles(c)
+        self.predecessors = Predecessors(c) if self.concurrent else None
+        self.last: dict[str, Exchange] = {}
+
+    def of(self, role: str, v: _View) -> list[Exchange]:
+        ex = v.exchange
+        before = self.last.get(role)
+        self.last[role] = ex
+        if self.predecessors is None or role not in self.concurrent:
+            return self.ix.window(before.seq if before is not None else -1, ex.seq)
+        prev = self.predecessors.continued(ex)  # a conversation's first request: since the start, its run's calls only
+        runs = self.c.runs
+        return [
+            e for e in self.ix.window(prev.seq if prev is not None else -1, ex.seq)
+            if e.run is None or not 0 <= e.run < len(runs) or runs[e.run].parent in (None, ex.run)
+        ]
+
+
 @register("compaction_grew_request")
 def compaction_grew_request(c: Cassette) -> Iterator[Violation]:
     """A compacted main request larger than the uncompacted conversation it replaced.
@@ -844,12 +882,11 @@ def compaction_grew_request(c: Cassette) -> Iterator[Violation]:
     (on the same version the sent side equals the recorded ``Exchange.estimate``).
     """
     ix = _index(c)
+    windows = _Windows(c, ix)
     for role, views in ix.views().items():
         grown: list[tuple[int, int, int]] = []
-        prev = -1
         for v in views:
-            window = bool(ix.window(prev, v.exchange.seq))
-            prev = v.exchange.seq
+            window = bool(windows.of(role, v))
             if not ix.compacted(v, window):
                 continue
             sent = v.exchange.messages
@@ -920,11 +957,10 @@ def content_lost(c: Cassette) -> Iterator[Violation]:
     a sliding window drops messages by design.
     """
     ix = _index(c)
+    windows = _Windows(c, ix)
     for role, views in ix.views().items():
-        prev = -1
         for v in views:
-            window = ix.window(prev, v.exchange.seq)
-            prev = v.exchange.seq
+            window = windows.of(role, v)
             if not window or not ix.compacted(v, True):
                 continue
             sent, source = v.exchange.messages, v.source_ids

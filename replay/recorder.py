@@ -480,8 +480,9 @@ class Session:
         conversation it belongs to (``replay._conversations``) while its history is the very
         list of objects an earlier run ended with."""
         role = role_for(agent)
+        parent = _RUN.get()  # the enclosing run (this run's own slot is set after this returns)
         with self._lock:
-            self.builder.cassette.runs.append(AgentRunRecord(role=role))
+            self.builder.cassette.runs.append(AgentRunRecord(role=role, parent=parent))
             slot = len(self.builder.cassette.runs) - 1
             ended = self._ended.get((id(history[-1]), len(history))) if history else None
             if ended is not None and ended[1] is history[-1]:
@@ -497,9 +498,11 @@ class Session:
     ) -> None:
         b = self.builder
         result = getattr(agent_run, "result", None) if agent_run is not None else None
+        parent = b.cassette.runs[slot].parent
         if is_inner(agent):  # a capability's own run: its calls (prompt included) are recorded; how it ended is enough
             record = AgentRunRecord(
                 role=role_for(agent),
+                parent=parent,
                 output=jsonable(result.output) if result is not None else None,
                 error=error_info(exc) if exc is not None else None,
             )
@@ -528,6 +531,7 @@ class Session:
             b.cassette.runs[slot] = AgentRunRecord(
                 estimate=self.cache.estimates.of(start, history_ids, prompt if isinstance(prompt, str) else None),
                 role=role_for(agent),
+                parent=parent,
                 prompt=jsonable(prompt),
                 history=history_ids,
                 result=final_ids,

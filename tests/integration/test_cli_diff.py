@@ -172,6 +172,53 @@ def test_parallel_delegations_replay_same_and_pair_by_conversation(cli) -> None:
         assert json.loads(r.out)["scenarios"]["trust/parallel"]["status"] == "same", r.out
 
 
+def _check_json(cli, cassette: Path) -> list[dict]:
+    r = cli("check", cassette, "--format", "json")
+    assert r.code in (0, 1), r.err
+    return list(json.loads(r.out)["violations"])
+
+
+def test_concurrent_compactions_are_each_checked_with_their_own_summarizer(cli) -> None:
+    """Seed 001's loss in three conversations at once: one content_lost each, naming that conversation's
+    messages and its own summarizer call (the run it was made in), as the single conversation has it."""
+    for v in VERSIONS:
+        cassette = FIXTURES / f"harness-{v}/trust/concurrent_compaction.cassette"
+        c = load(cassette)
+        owner = {ex.index: [n for n in "xyz" if f"{n}U1" in json.dumps(c.expand(ex.messages))]  # whose messages it summarized
+                 for ex in c.exchanges if ex.role == "summarizing_compaction"}
+        found = [x for x in _check_json(cli, cassette) if x["invariant"] == "content_lost"]
+        assert len(found) == 3, (v, found)
+        for x in found:
+            name = x["evidence"]["lost"][0][0]
+            assert {m[0] for m in x["evidence"]["lost"]} == {name}, (v, x)
+            assert [m[1:] for m in x["evidence"]["lost"]][:3] == ["A9", "U10", "A10"], (v, x)
+            (summarizer,) = x["evidence"]["summarizer"]
+            assert owner[int(summarizer.split("[")[1].rstrip("]"))] == [name], (v, x)
+
+
+def test_concurrent_compacted_conversations_replay_same_and_check_alike(cli) -> None:
+    """Three six-turn conversations at once, compacted as they go: no conversation's check sees another's
+    summarizer (0.54-0.59 grow the same requests in each: the figures of one conversation, three times)."""
+    from replay._conversations import turns
+
+    for v in VERSIONS:
+        cassette = FIXTURES / f"harness-{v}/trust/concurrent_turns.cassette"
+        found = _check_json(cli, cassette)
+        assert not [x for x in found if x["invariant"] != "compaction_grew_request"], (v, found)
+        c = load(cassette)
+        of_runs = turns(c.runs)
+        conversation = {ex.index: of_runs[ex.run][0] for ex in c.exchanges if ex.role == "main"}
+        for x in found:
+            grown: dict[int, list[tuple[int, int]]] = {}
+            for i, before, after in zip(x["evidence"]["requests"], x["evidence"]["uncompacted"], x["evidence"]["after"]):
+                grown.setdefault(conversation[i], []).append((before, after))
+            assert len(grown) == 3 and len({tuple(g) for g in grown.values()}) == 1, (v, grown)
+    for _ in range(3):
+        r = cli("run", FIXTURES / "scenarios" / "trust.py", "--cassettes", FIXTURES / "harness-0.62.0", "--format", "json")
+        doc = json.loads(r.out)["scenarios"]
+        assert [doc[s]["status"] for s in ("trust/concurrent_turns", "trust/concurrent_compaction")] == ["same", "same"], r.out
+
+
 def test_one_extra_turn_is_inserted_entries_not_a_cascade(cli) -> None:
     doc = _diff_json(cli, FIXTURES / "harness-0.62.0/trust/inserted.cassette", FIXTURES / "extra-turn/trust/inserted.cassette")
     for req in doc["requests"]:

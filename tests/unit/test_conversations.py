@@ -7,9 +7,10 @@ from replay.cassette import AgentRunRecord, Cassette, CassetteBuilder, Exchange,
 from replay.differ import diff
 
 
-def _cassette(order: list[tuple[str, int]], answers: dict[str, str] | None = None) -> Cassette:
+def _cassette(order: list[tuple[str, int]], answers: dict[str, str] | None = None, sequential: bool = False) -> Cassette:
     """Conversations a, b of role main, two turns each (a run per turn, the second given the first's result),
-    each turn one request; ``order`` lists (conversation, turn) in the order the requests were made."""
+    each turn one request; ``order`` lists (conversation, turn) in the order the requests were made. The runs
+    start turn by turn, a before b (both conversations at once), or (``sequential``) each just before its request."""
     b = CassetteBuilder(Header(scenario_id="unit/c", roles={"main": "scenarios.x"}))
     c = b.cassette
     prompt = {name: b.message({"kind": "request", "parts": [{"part_kind": "user-prompt", "content": f"{name} 0"}]})
@@ -19,7 +20,7 @@ def _cassette(order: list[tuple[str, int]], answers: dict[str, str] | None = Non
     follow = {name: b.message({"kind": "request", "parts": [{"part_kind": "user-prompt", "content": f"{name} 1"}]})
               for name in "ab"}
     runs: dict[tuple[str, int], int] = {}
-    for name, turn in sorted(order, key=lambda x: (x[1], x[0])):  # runs start turn by turn, a before b
+    for name, turn in order if sequential else sorted(order, key=lambda x: (x[1], x[0])):
         history = [] if turn == 0 else [prompt[name], reply[name]]
         result = [prompt[name], reply[name]] if turn == 0 else [prompt[name], reply[name], follow[name], reply[name]]
         runs[(name, turn)] = len(c.runs)
@@ -36,9 +37,13 @@ def test_a_run_given_another_runs_result_continues_its_conversation() -> None:
     assert turns(c.runs) == [(0, 0), (1, 0), (0, 1), (1, 1)]
 
 
-def test_only_alternating_conversations_interleave() -> None:
-    assert interleaved_roles(_cassette([("a", 0), ("a", 1), ("b", 0), ("b", 1)])) == set()
+def test_conversations_that_alternate_or_overlap_interleave() -> None:
+    assert interleaved_roles(_cassette([("a", 0), ("a", 1), ("b", 0), ("b", 1)], sequential=True)) == set()
+    # alternating conversations, even one run after the other: listed by conversation either way
+    assert interleaved_roles(_cassette([("a", 0), ("b", 0), ("a", 1), ("b", 1)], sequential=True)) == {"main"}
     assert interleaved_roles(_cassette([("a", 0), ("b", 0), ("a", 1), ("b", 1)])) == {"main"}
+    # b's run started before a's second, but asked first: one request each, answered out of order
+    assert interleaved_roles(_cassette([("a", 0), ("a", 1), ("b", 0), ("b", 1)])) == {"main"}
 
 
 def test_listed_conversation_by_conversation() -> None:

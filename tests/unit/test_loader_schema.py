@@ -46,6 +46,8 @@ def base() -> dict[str, Any]:
         (("exchanges", 0, "error"), {"type": 1, "message": "m"}, r"exchanges\[0\]\.error\.type"),
         (("exchanges", 0, "response"), 0, r"refers to messages\[0\], which is not a response"),
         (("runs", 0, "role"), None, r"runs\[0\]\.role: expected text"),
+        (("runs", 0, "parent"), -1, r"runs\[0\]\.parent: expected null or a non-negative integer"),
+        (("runs", 0, "parent"), 7, r"runs\[0\]\.parent: run reference 7 outside the table of 1"),
         (("outcome", "error"), {"type": "x"}, r"outcome\.error: missing message"),
         (("observations", 0, "name"), 7, r"observations\[0\]\.name: expected text"),
         (("header", "roles"), {"main": 1}, r"header\.roles\.main"),
