@@ -8,8 +8,8 @@ pair up wrongly. A conversation is a chain of agent runs: a run continues the ru
 result its history is (``message_history=result.all_messages()``); otherwise it starts a
 conversation of its own. Conversations are ranked per role by the start of their first run
 (runs are listed in the order they started, before any model answers), turns by the chain.
-Where a role's requests never alternate between conversations nothing here applies and the
-role keeps its arrival order.
+Where a role's conversations do not interleave (:func:`interleaved_roles`) nothing here
+applies and the role keeps its arrival order.
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ class Predecessors:
         if run is None or not 0 <= run < len(self.runs):
             return role_previous
         found = self.continued(ex)
-        return role_previous if found is None and self.last_of_run[run] is ex else found
+        return role_previous if found is None else found
 
     def continued(self, ex: Exchange) -> Exchange | None:
         """The request ``ex`` continues in its own conversation, or None for a conversation's first
