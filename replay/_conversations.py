@@ -25,26 +25,42 @@ Turn = tuple[int, int]
 def turns(runs: Sequence[AgentRunRecord]) -> list[Turn]:
     """Each run's conversation and turn, from the runs' histories and results (message indices)."""
     out: list[Turn] = []
-    ended_with: dict[tuple[str, tuple[int, ...]], int] = {}
+    # Keyed by (role, length, last message) and confirmed by comparing the lists: no tuple of
+    # every history is built (thousands of runs of forty messages in a long recording).
+    ended_with: dict[tuple[str, int, int], int] = {}
     started: dict[str, int] = {}
     for i, run in enumerate(runs):
-        source = ended_with.get((run.role, tuple(run.history))) if run.history else None
-        if source is not None:
+        history = run.history
+        source = ended_with.get((run.role, len(history), history[-1])) if history else None
+        if source is not None and runs[source].result == history:
             root, turn = out[source]
             out.append((root, turn + 1))
         else:
             out.append((started.get(run.role, 0), 0))
             started[run.role] = started.get(run.role, 0) + 1
         if run.result:
-            ended_with[(run.role, tuple(run.result))] = i
+            ended_with[(run.role, len(run.result), run.result[-1])] = i
     return out
+
+
+def of(c: Cassette) -> list[Turn]:
+    """:func:`turns` of ``c``'s runs, once per cassette in a comparison (``replay._facts``)."""
+    from ._facts import current
+
+    found: list[Turn] = current().per("turns", c, lambda: turns(c.runs))
+    return found
 
 
 def interleaved_roles(c: Cassette, of_runs: Sequence[Turn] | None = None) -> set[str]:
     """Roles whose conversations interleave: their requests alternate between conversations (run
     concurrently, or one turn each in turn), or a run made its first request before a run of the
     role that started earlier made its own (one request each, answered out of order)."""
-    found = of_runs if of_runs is not None else turns(c.runs)
+    if of_runs is None:
+        from ._facts import current
+
+        found_roles: set[str] = current().per("interleaved", c, lambda: interleaved_roles(c, of(c)))
+        return found_roles
+    found = of_runs
     last: dict[str, int] = {}
     done: dict[str, set[int]] = {}
     first_seen: dict[str, int] = {}
@@ -131,11 +147,11 @@ def paired_ordinals(a: Cassette, b: Cassette) -> dict[tuple[str, int], int]:
     """``b``'s request ordinal → ``a``'s, for roles either side ran concurrently: the k-th request of
     the role listed conversation by conversation on one side is the k-th on the other (as the diff
     pairs them), so a violation is compared with the recording's in the same conversation."""
-    runs_a, runs_b = turns(a.runs), turns(b.runs)
-    roles = interleaved_roles(a, runs_a) | interleaved_roles(b, runs_b)
+    roles = interleaved_roles(a) | interleaved_roles(b)
     if not roles:
         return {}
     by_a, by_b = a.by_role(), b.by_role()
+    runs_a, runs_b = of(a), of(b)
     out: dict[tuple[str, int], int] = {}
     for role in roles:
         xs = in_conversations(by_a.get(role, []), runs_a)

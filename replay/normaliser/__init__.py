@@ -23,7 +23,7 @@ from typing import Any
 
 import msgpack
 
-from .._conversations import in_conversations, interleaved_roles, turns
+from .._conversations import in_conversations, interleaved_roles, of
 from ..cassette import Cassette, Exchange
 from ._schema import EMPTY, Choice, Schema, compile_schema, installed_schema, merge
 
@@ -334,8 +334,8 @@ def _normalise(cassette: Cassette, rules: Rules, schema: Schema | None, conversa
     exchanges: list[Exchange] = cassette.exchanges
     order = None
     if conversations is None or conversations:
-        of_runs = turns(cassette.runs)
-        roles = interleaved_roles(cassette, of_runs) if conversations is None else set(conversations)
+        of_runs = of(cassette)
+        roles = interleaved_roles(cassette) if conversations is None else set(conversations)
         if roles:
             by_role = cassette.by_role()
             exchanges = [ex for r in sorted(roles) for ex in in_conversations(by_role.get(r, []), of_runs)]
