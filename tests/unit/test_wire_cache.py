@@ -76,8 +76,7 @@ def trim_old_tool_output(messages):
     return [trim(m) for m in messages[:keep]] + messages[keep:]
 
 
-@scenario("edit/history")
-async def history(run: Run) -> int:
+def make_agent():
     agent = Agent(FunctionModel(answer), capabilities=[{processors}])
 
     @agent.tool_plain
@@ -85,6 +84,12 @@ async def history(run: Run) -> int:
         \"\"\"Fetch the log.\"\"\"
         return "log line " * 40
 
+    return agent
+
+
+@scenario("edit/history")
+async def history(run: Run) -> int:
+    agent = make_agent()
     messages = []
     for turn in range(4):
         messages = (await agent.run(f"turn {{turn}}", message_history=messages)).all_messages()
@@ -130,13 +135,7 @@ async def conversation(agent, name, pause):
 async def concurrent(run: Run) -> int:
     import asyncio
 
-    agent = Agent(FunctionModel(answer), capabilities=[{processors}])
-
-    @agent.tool_plain
-    def fetch() -> str:
-        \"\"\"Fetch the log.\"\"\"
-        return "log line " * 40
-
+    agent = make_agent()
     sizes = await asyncio.gather(conversation(agent, "a", 0.0), conversation(agent, "b", 0.001), conversation(agent, "c", 0.002))
     return sum(sizes)
 """
