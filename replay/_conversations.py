@@ -43,7 +43,7 @@ def turns(runs: Sequence[AgentRunRecord]) -> list[Turn]:
     return out
 
 
-def of(c: Cassette) -> list[Turn]:
+def turns_of(c: Cassette) -> list[Turn]:
     """:func:`turns` of ``c``'s runs, once per cassette in a comparison (``replay._facts``)."""
     from ._facts import current
 
@@ -58,7 +58,7 @@ def interleaved_roles(c: Cassette, of_runs: Sequence[Turn] | None = None) -> set
     if of_runs is None:
         from ._facts import current
 
-        found_roles: set[str] = current().per("interleaved", c, lambda: interleaved_roles(c, of(c)))
+        found_roles: set[str] = current().per("interleaved", c, lambda: interleaved_roles(c, turns_of(c)))
         return found_roles
     found = of_runs
     last: dict[str, int] = {}
@@ -151,7 +151,7 @@ def paired_ordinals(a: Cassette, b: Cassette) -> dict[tuple[str, int], int]:
     if not roles:
         return {}
     by_a, by_b = a.by_role(), b.by_role()
-    runs_a, runs_b = of(a), of(b)
+    runs_a, runs_b = turns_of(a), turns_of(b)
     out: dict[tuple[str, int], int] = {}
     for role in roles:
         xs = in_conversations(by_a.get(role, []), runs_a)

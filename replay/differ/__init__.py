@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .. import _facts
-from .._conversations import in_conversations, interleaved_roles, of
+from .._conversations import in_conversations, interleaved_roles, turns_of
 from ..cassette import Cassette, Exchange
 from ..normaliser import NormalCassette, NormalRequest, Rules, digest, normalise, paused_gc, schema_for
 from ..wire.cache import CacheChange, Price, RequestCost, Tokenizer, Tokens, equivalent_costs, request_costs, total
@@ -447,7 +447,7 @@ def _diff_equivalent(
     indexed_b = {(e.role, e.index): e for e in cb.exchanges}
     mains: list[MainRequest] = []
     conversations = interleaved_roles(ca)  # as _diff lists them (equivalent: the same on both sides)
-    of_runs = of(ca) if conversations else []
+    of_runs = turns_of(ca) if conversations else []
     for role in roles:
         if role not in user_roles:
             continue

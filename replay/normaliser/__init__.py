@@ -23,7 +23,7 @@ from typing import Any
 
 import msgpack
 
-from .._conversations import in_conversations, interleaved_roles, of
+from .._conversations import in_conversations, interleaved_roles, turns_of
 from ..cassette import Cassette, Exchange
 from ._schema import EMPTY, Choice, Schema, compile_schema, installed_schema, merge
 
@@ -334,7 +334,7 @@ def _normalise(cassette: Cassette, rules: Rules, schema: Schema | None, conversa
     exchanges: list[Exchange] = cassette.exchanges
     order = None
     if conversations is None or conversations:
-        of_runs = of(cassette)
+        of_runs = turns_of(cassette)
         roles = interleaved_roles(cassette) if conversations is None else set(conversations)
         if roles:
             by_role = cassette.by_role()
