@@ -282,6 +282,11 @@ def _child(executable: object, argv: object, env: object) -> None:
         words = []
     program = os.fsdecode(executable) if isinstance(executable, (str, bytes, os.PathLike)) else (words[0] if words else "?")
     base = os.path.basename(program)
+    if words[1:] == ["-p"] and base == "uname" == os.path.basename(words[0]):
+        # platform.processor() (the openai and anthropic SDKs send it in a header): without this,
+        # every replay of a provider scenario in a fresh process warned about a program that
+        # never opens a socket.
+        return
     is_python = base.startswith("python") or os.path.realpath(program) == os.path.realpath(sys.executable)
     flags = {w for w in words[1:3] if w.startswith("-") and not w.startswith("--")}
     isolated = any(f in flags for f in ("-I", "-E", "-S")) or any(("I" in f or "E" in f or "S" in f) for f in flags)

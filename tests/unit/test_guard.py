@@ -338,3 +338,14 @@ def test_children_are_not_armed_after_exit() -> None:
     with network_guard(SCENARIO):
         assert "REPLAY_NETWORK_GUARD" in os.environ
     assert {k: os.environ.get(k) for k in before} == before
+
+
+def test_the_standard_librarys_processor_lookup_is_not_reported() -> None:
+    """``platform.processor()`` runs ``uname -p`` (provider SDKs send it in a header): not an unguarded program."""
+    import subprocess
+
+    with network_guard(SCENARIO) as guard:
+        subprocess.run(["uname", "-p"], check=False, capture_output=True)
+        assert guard.unguarded == []
+        subprocess.run(["uname", "-a"], check=False, capture_output=True)  # anything else is still reported
+        assert guard.unguarded == ["uname (not a Python interpreter; its network access is not guarded)"]
