@@ -30,6 +30,7 @@ from typing import Any
 
 from . import __version__, _envs
 from . import matrix as mx
+from ._conversations import in_conversations, interleaved_roles, turns_of
 from ._determinism import describe_difference, first_difference, normalised_bytes
 from ._untrusted import md_code
 from .cassette import Cassette, cassette_path, load
@@ -118,11 +119,16 @@ def _outcome(c: Cassette) -> dict[str, Any]:
 
 def _estimates_by_role(c: Cassette, user: set[str]) -> dict[str, list[int | None]]:
     """Each of the scenario's own agents' request estimates, in call order (an orchestrator and
-    its sub-agents are separate conversations: one list would interleave them)."""
+    its sub-agents are separate conversations: one list would interleave them); a role whose
+    conversations ran concurrently conversation by conversation, as the diff lists them (in call
+    order the same requests of two trials or versions would read as different figures)."""
+    interleaved = interleaved_roles(c)
+    by_role = c.by_role()
     out: dict[str, list[int | None]] = {}
     for ex in sorted(c.exchanges, key=lambda e: e.seq):
-        if ex.role in user and ex.kind in ("request", "request_stream"):
-            out.setdefault(ex.role, []).append(ex.estimate)
+        if ex.role in user and ex.role not in out:
+            xs = in_conversations(by_role[ex.role], turns_of(c)) if ex.role in interleaved else by_role[ex.role]
+            out[ex.role] = [x.estimate for x in xs if x.kind in ("request", "request_stream")]
     return out
 
 

@@ -37,6 +37,14 @@ def test_an_orchestrators_and_its_sub_agents_estimates_stay_apart() -> None:
         assert row in md, md
 
 
+def test_concurrent_conversations_estimates_do_not_depend_on_their_interleaving() -> None:
+    """trust/parallel: three delegations at once, recorded in other interleavings by 0.54.0 and 0.56.0."""
+    fixtures = ROOT / "tests" / "fixtures"
+    found = [rp.facts(load(fixtures / f"harness-{v}" / "trust" / "parallel.cassette"))["estimates"] for v in ("0.54.0", "0.56.0")]
+    assert found[0] == found[1]
+    assert found[0]["researcher"][:3] == [2, 13, 23]  # one delegate's conversation, then the next
+
+
 def test_freeze_digest_ignores_where_the_tool_is_checked_out() -> None:
     a = ["harness-replay @ file:///work/a", "pydantic==2.14.4"]
     b = ["pydantic==2.14.4", "harness-replay @ file:///home/me/b"]
