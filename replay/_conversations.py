@@ -22,9 +22,11 @@ Turn = tuple[int, int]
 """(rank of the conversation among its role's, run within the conversation from 0)."""
 
 
-def turns(runs: Sequence[AgentRunRecord]) -> list[Turn]:
-    """Each run's conversation and turn, from the runs' histories and results (message indices)."""
+def links(runs: Sequence[AgentRunRecord]) -> tuple[list[Turn], list[int | None]]:
+    """Each run's conversation and turn, and the run it continues (None for a conversation's first),
+    from the runs' histories and results (message indices)."""
     out: list[Turn] = []
+    sources: list[int | None] = []
     # Keyed by (role, length, last message) and confirmed by comparing the lists: no tuple of
     # every history is built (thousands of runs of forty messages in a long recording).
     ended_with: dict[tuple[str, int, int], int] = {}
@@ -35,20 +37,32 @@ def turns(runs: Sequence[AgentRunRecord]) -> list[Turn]:
         if source is not None and runs[source].result == history:
             root, turn = out[source]
             out.append((root, turn + 1))
+            sources.append(source)
         else:
             out.append((started.get(run.role, 0), 0))
+            sources.append(None)
             started[run.role] = started.get(run.role, 0) + 1
         if run.result:
             ended_with[(run.role, len(run.result), run.result[-1])] = i
-    return out
+    return out, sources
+
+
+def turns(runs: Sequence[AgentRunRecord]) -> list[Turn]:
+    """Each run's conversation and turn (see :func:`links`)."""
+    return links(runs)[0]
+
+
+def links_of(c: Cassette) -> tuple[list[Turn], list[int | None]]:
+    """:func:`links` of ``c``'s runs, once per cassette in a comparison (``replay._facts``)."""
+    from ._facts import current
+
+    found: tuple[list[Turn], list[int | None]] = current().per("links", c, lambda: links(c.runs))
+    return found
 
 
 def turns_of(c: Cassette) -> list[Turn]:
-    """:func:`turns` of ``c``'s runs, once per cassette in a comparison (``replay._facts``)."""
-    from ._facts import current
-
-    found: list[Turn] = current().per("turns", c, lambda: turns(c.runs))
-    return found
+    """:func:`turns` of ``c``'s runs, once per cassette in a comparison."""
+    return links_of(c)[0]
 
 
 def interleaved_roles(c: Cassette, of_runs: Sequence[Turn] | None = None) -> set[str]:
@@ -105,24 +119,19 @@ class Predecessors:
     """Which earlier request of a role each request continues.
 
     One agent run's requests follow each other; a run started with the history another run
-    ended with continues that run's last request. Agent runs of one role made concurrently
-    (``asyncio.gather`` over prompts) are separate conversations: compared with whichever
-    request of the role came just before, each would look like a history edited from the
-    start. Where the run is not known (no run record, or a history no earlier run ended
-    with) the role's previous request stands in, as for a single conversation.
+    ended with continues that run's last request (:func:`links`). Agent runs of one role made
+    concurrently (``asyncio.gather`` over prompts) are separate conversations: compared with
+    whichever request of the role came just before, each would look like a history edited from
+    the start. Where the run is not known (no run record, or a history no earlier run ended
+    with) :meth:`previous` takes the role's previous request, as for a single conversation.
     """
 
     def __init__(self, c: Cassette) -> None:
-        self.runs = c.runs
+        self.sources = links_of(c)[1]
         self.last_of_run: dict[int, Exchange] = {}
-        self.ended_with: dict[tuple[str, tuple[int, ...]], int] = {}
-        """(role, result messages) → the run that ended with them, for runs seen so far."""
 
     def previous(self, ex: Exchange, role_previous: Exchange | None) -> Exchange | None:
         """The request ``ex`` continues; call for each request of a role in order (``role_previous``: the one before)."""
-        run = ex.run
-        if run is None or not 0 <= run < len(self.runs):
-            return role_previous
         found = self.continued(ex)
         return role_previous if found is None else found
 
@@ -130,15 +139,12 @@ class Predecessors:
         """The request ``ex`` continues in its own conversation, or None for a conversation's first
         (the same bookkeeping as :meth:`previous`: call one of them once per request, in order)."""
         run = ex.run
-        if run is None or not 0 <= run < len(self.runs):
+        if run is None or not 0 <= run < len(self.sources):
             return None
         found = self.last_of_run.get(run)
         if found is None:
-            record = self.runs[run]
-            if record.history:
-                source = self.ended_with.get((record.role, tuple(record.history)))
-                found = self.last_of_run.get(source) if source is not None else None
-            self.ended_with[(record.role, tuple(record.result))] = run
+            source = self.sources[run]
+            found = self.last_of_run.get(source) if source is not None else None
         self.last_of_run[run] = ex
         return found
 

@@ -100,7 +100,7 @@ class RequestCost:
     diverged_at: int = 0
     """Position of the first message that differs from the request this one continues."""
     previous: int | None = None
-    """Index (same role) of the request this one continues: see :func:`_continues`."""
+    """Index (same role) of the request this one continues (``replay._conversations.Predecessors``)."""
 
     @property
     def uncached(self) -> int:
@@ -339,11 +339,10 @@ def compare(
     them by conversation rather than by ordinal (concurrent conversations).
     """
     cb = {(x.role, x.index): x for x in b}
-    if paired:
-        cb = {key: y for key in {(x.role, x.index) for x in a} if (y := cb.get((key[0], paired.get(key, key[1])))) is not None}
+    paired = paired or {}
     out = []
     for x in a:
-        y = cb.get((x.role, x.index))
+        y = cb.get((x.role, paired.get((x.role, x.index), x.index)))
         if y is None:
             continue
         if x.cached != y.cached and abs(x.cached - y.cached) > threshold * max(x.cached, y.cached, 1):
