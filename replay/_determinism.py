@@ -3,7 +3,9 @@
 Two parts:
 
 * :func:`deterministic_ids` — some harness capabilities put ``uuid4()`` or
-  ``secrets.token_hex()`` ids into prompt text (plan step ids, subagent task ids). Those
+  ``secrets.token_hex()`` ids into prompt text (plan step ids, subagent task ids), and some
+  put pydantic-ai's run id (a ``uuid7()``) there (tool-output spill handles, step-persistence
+  search results, which the model then quotes back). Those
   differ on every run, so two recordings of an unchanged scenario would differ and a
   replay would never send exactly what was recorded. While a scenario runs, these
   functions answer from a generator seeded by the scenario id instead.
@@ -71,6 +73,7 @@ class _Streams:
     def __init__(self, scenario_id: str) -> None:
         self.scenario_id = scenario_id
         self._by_site: dict[str, random.Random] = {}
+        self._ticks: dict[str, int] = {}
 
     def at(self, frame: FrameType) -> random.Random:
         site = f"{frame.f_globals.get('__name__')}:{frame.f_code.co_qualname}"
@@ -78,6 +81,13 @@ class _Streams:
         if rng is None:
             rng = self._by_site[site] = random.Random(seed_for(f"{self.scenario_id}\0{site}"))
         return rng
+
+    def tick(self, frame: FrameType) -> int:
+        """How many time-ordered ids this call site drew before (its uuid7s stay in creation order)."""
+        site = f"{frame.f_globals.get('__name__')}:{frame.f_code.co_qualname}"
+        n = self._ticks.get(site, 0)
+        self._ticks[site] = n + 1
+        return n
 
 
 _STREAMS: contextvars.ContextVar[_Streams | None] = contextvars.ContextVar("replay_id_streams", default=None)
@@ -106,6 +116,20 @@ def _uuid4() -> uuid.UUID:
     return uuid.UUID(int=rng.getrandbits(128), version=4)
 
 
+_UUID7_EPOCH_MS = 1_767_225_600_000
+"""2026-01-01T00:00Z: where seeded uuid7 timestamps start (one millisecond per id a call site draws)."""
+
+
+def _uuid7() -> uuid.UUID:
+    """A seeded UUIDv7 whose timestamp counts this call site's draws, so ids sort in creation order as real ones do."""
+    rng = _rng()
+    if rng is None:
+        return _ORIGINALS["uuid7"]()  # type: ignore[no-any-return]
+    ms = _UUID7_EPOCH_MS + _STREAMS.get().tick(sys._getframe(1))  # type: ignore[union-attr]
+    value = (ms & 0xFFFF_FFFF_FFFF) << 80 | rng.getrandbits(12) << 64 | rng.getrandbits(62)
+    return uuid.UUID(int=value | 0x0000_0000_0000_7000_8000_0000_0000_0000)
+
+
 def _token_bytes(nbytes: int | None = None) -> bytes:
     rng = _rng()
     if rng is None:
@@ -132,7 +156,28 @@ _REPLACEMENTS: dict[str, Callable[..., Any]] = {
     "token_bytes": _token_bytes,
     "token_hex": _token_hex,
     "token_urlsafe": _token_urlsafe,
+    "uuid7": _uuid7,
 }
+
+
+def _learn_uuid7() -> None:
+    """Add pydantic-ai's ``uuid7`` (its run and conversation ids; ``uuid.uuid7`` on Python 3.14+) to
+    what is replaced, once it is imported: importing it here would import all of pydantic-ai."""
+    if "uuid7" in _ORIGINALS:
+        return
+    found = getattr(sys.modules.get("pydantic_ai._uuid"), "uuid7", None) or getattr(uuid, "uuid7", None)
+    if not callable(found):
+        return
+    _ORIGINALS["uuid7"] = found
+    for module in list(sys.modules.values()):  # modules scanned before now may have bound it
+        if id(module) not in _scanned:
+            continue
+        try:
+            namespace = vars(module)
+        except Exception:
+            continue
+        if isinstance(namespace, dict) and namespace.get("uuid7") is found:
+            _bindings.append((namespace, "uuid7"))
 
 
 _bindings: list[tuple[dict[str, Any], str]] = []
@@ -150,6 +195,7 @@ def _patch_modules() -> None:
     ``os.urandom``, ``random`` and ``ssl`` keep their real entropy. Only modules not seen
     before are scanned (a scan of every module costs about a millisecond per scenario).
     """
+    _learn_uuid7()
     modules = list(sys.modules.values())
     for module in modules:
         if id(module) in _scanned:

@@ -1,7 +1,8 @@
 """Turn a cassette into the form two versions can be compared in.
 
 Removes what changes on every run (timestamps, run and conversation ids, generated
-tool-call ids, harness ``*created_at`` metadata, provider response ids) and what only
+tool-call ids, harness ``*created_at`` metadata, provider response ids), what the model is
+never sent (``_unsent``: metadata, which capability contributed a tool) and what only
 changes by schema growth: a field equal to an empty default (None, ``[]``, ``0``...) or to
 the default its class declares in the version that wrote the cassette (see ``_schema``)
 compares equal to the field missing. Generated ids are aliased to ordinals rather than
@@ -26,6 +27,7 @@ import msgpack
 from .._conversations import in_conversations, interleaved_roles, turns_of
 from ..cassette import Cassette, Exchange
 from ._schema import EMPTY, Choice, Schema, compile_schema, installed_schema, merge
+from ._unsent import sent_message, sent_parameters
 
 VOLATILE_KEYS = frozenset(
     {
@@ -344,7 +346,7 @@ def _normalise(cassette: Cassette, rules: Rules, schema: Schema | None, conversa
     messages, message_digests = _messages(cassette, n, order)
     params = {ex.parameters for ex in cassette.exchanges if ex.parameters is not None}
     parameters_kind = n.schema.root("parameters")
-    blobs = [n.value(b, parameters_kind if i in params else None) for i, b in enumerate(cassette.blobs)]
+    blobs = [n.value(sent_parameters(b), parameters_kind) if i in params else n.value(b) for i, b in enumerate(cassette.blobs)]
     requests: dict[str, list[NormalRequest]] = {}
     for ex in exchanges:
         body, key = _request(ex, cassette, messages, message_digests, blobs, n)
@@ -397,17 +399,17 @@ def _messages(cassette: Cassette, n: Normaliser, order: list[int] | None = None)
     table = cassette.messages
     if facts is None or facts.private or token is None or not n.schema.stamp_free(_facts.volatile):
         if order is None:
-            messages = [n.value(m, kind) for m in table]
+            messages = [n.value(sent_message(m), kind) for m in table]
         else:  # aliases numbered in visiting order
             messages = [None] * len(table)
             for i in order:
-                messages[i] = n.value(table[i], kind)
+                messages[i] = n.value(sent_message(table[i]), kind)
         return messages, [digest(m) for m in messages]
     aliases = n.aliases
 
     def compute(m: Any) -> tuple[tuple[Any, bytes], bool]:
         used = aliases.used
-        value = n.value(m, kind)
+        value = n.value(sent_message(m), kind)
         return (value, digest(value)), aliases.used == used
 
     slot = ("normalised", token, n.rules)

@@ -22,9 +22,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._conversations import Predecessors
-from .._facts import current
+from .._facts import current, volatile
 from ..cassette import Cassette, Exchange
 from ..errors import ReplayUsageError
+from ..normaliser._unsent import sent_message, sent_parameters, sent_part
 
 _SENDS = ("request", "request_stream")
 
@@ -184,7 +185,16 @@ def _breakpoints(c: Cassette, ex: Exchange) -> int:
 
 
 def _compaction_between(c: Cassette, before: Exchange, after: Exchange, user_roles: set[str]) -> bool:
-    """A capability's call or a ``compact_messages`` between two requests of a role: history may shrink."""
+    """A compaction between two requests of a role: history may shrink.
+
+    A summarizer's call or a ``compact_messages`` shows in the cassette; a history processor
+    that calls no model (``SlidingWindowCompaction``) shows only in what it leaves: a request
+    that continues another re-sends all of it plus at least its answer, so one holding no more
+    messages than the request it continues had messages dropped. An edit that keeps every
+    message (old tool output trimmed in place) is what ``cache_prefix_broken`` is there to catch.
+    """
+    if len(after.messages) <= len(before.messages):
+        return True
     for ex in c.exchanges[before.seq + 1 : after.seq]:
         if ex.kind == "compact_messages" or ("compact" in ex.role or "summar" in ex.role) and ex.role not in user_roles:
             return True
@@ -192,8 +202,56 @@ def _compaction_between(c: Cassette, before: Exchange, after: Exchange, user_rol
 
 
 def _part_key(part: Any) -> Any:
-    """A part as the provider sees it: its timestamp is not sent."""
+    """A part as the provider sees it: its timestamp and metadata are not sent."""
+    part = sent_part(part)
     return {k: v for k, v in part.items() if k != "timestamp"} if isinstance(part, dict) else part
+
+
+class _Sent:
+    """Whether two messages, or two parameter sets, of a cassette are the same to the provider.
+
+    Interned indices compare what was recorded; what pydantic-ai never sends (``_unsent``: an
+    anonymous capability's run-local id on its tools, metadata) must not count as an edit of
+    the prefix, or every run after the first of such an agent would read as a cache bust.
+    """
+
+    def __init__(self, c: Cassette) -> None:
+        self.c = c
+        self._params: dict[int, Any] = {}
+        self._messages: dict[int, Any] = {}
+
+    def parameters(self, a: int | None, b: int | None) -> bool:
+        if a == b:
+            return True
+        if a is None or b is None:
+            return False
+        return self._param(a) == self._param(b)
+
+    def _param(self, i: int) -> Any:
+        found = self._params.get(i, _NOT_LOADED_YET)
+        if found is _NOT_LOADED_YET:
+            found = self._params[i] = sent_parameters(self.c.blobs[i])
+        return found
+
+    def message(self, a: int, b: int) -> bool:
+        return a == b or self._message(a) == self._message(b)
+
+    def _message(self, i: int) -> Any:
+        found = self._messages.get(i, _NOT_LOADED_YET)
+        if found is _NOT_LOADED_YET:
+            found = self._messages[i] = _unstamped(sent_message(self.c.messages[i]))
+        return found
+
+
+def _unstamped(message: Any) -> Any:
+    """A message without its own and its parts' stamps (``_facts.volatile``): none is sent."""
+    if type(message) is not dict:
+        return message
+    out = {k: v for k, v in message.items() if not volatile(k)}
+    parts = out.get("parts")
+    if type(parts) is list:
+        out["parts"] = [{k: v for k, v in p.items() if not volatile(k)} if type(p) is dict else p for p in parts]
+    return out
 
 
 def _leading_parts(a: dict[str, Any], b: dict[str, Any]) -> int:
@@ -240,6 +298,7 @@ def equivalent_costs(c: Cassette, same_as: Cassette, tokenizer: Tokenizer | None
 
 def _request_costs(c: Cassette, tokenizer: Tokenizer | None) -> list[RequestCost]:
     sizes = _Sizes(c, tokenizer)
+    sent = _Sent(c)
     user_roles = c.user_roles()
     out: list[RequestCost] = []
     conversations = Predecessors(c)
@@ -258,9 +317,9 @@ def _request_costs(c: Cassette, tokenizer: Tokenizer | None) -> list[RequestCost
                 for i in prev.messages if prev is not None else ():
                     sums.append(sums[-1] + sizes(i))
             shared, partial = 0, 0
-            if prev is not None and ex.parameters == prev.parameters:
+            if prev is not None and sent.parameters(ex.parameters, prev.parameters):
                 limit = min(len(prev.messages), len(ex.messages))
-                while shared < limit and prev.messages[shared] == ex.messages[shared]:
+                while shared < limit and sent.message(prev.messages[shared], ex.messages[shared]):
                     shared += 1
                 if shared < limit:
                     message = c.messages[ex.messages[shared]]

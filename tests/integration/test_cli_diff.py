@@ -174,7 +174,25 @@ def test_every_trust_scenario_replays_same_on_the_installed_version_three_times(
     for _ in range(3):
         r = cli("run", FIXTURES / "scenarios" / "trust.py", "--cassettes", FIXTURES / "harness-0.62.0", "--format", "json")
         statuses = {sid: cell["status"] for sid, cell in json.loads(r.out)["scenarios"].items()}
-        assert len(statuses) == 9 and set(statuses.values()) == {"same"}, statuses
+        assert len(statuses) == 12 and set(statuses.values()) == {"same"}, statuses
+
+
+def test_what_the_model_is_never_sent_is_not_a_change(cli) -> None:
+    """An anonymous capability's tool carries a run-local ``capability_id`` (random in every run) and its tool
+    return times itself in ``metadata``; neither reaches the model. A sliding window compacts without calling
+    a model. A run id the model quotes back must be drawn again as recorded. On four versions: no diff, no
+    violation (before: ``cache_prefix_broken`` on every one of these recordings and a changed diff)."""
+    for name in ("anonymous_capability", "sliding_window", "run_id_quoted"):
+        for v in VERSIONS:
+            cassette = FIXTURES / f"harness-{v}/trust/{name}.cassette"
+            assert _check_json(cli, cassette) == [], (name, v)
+            doc = _diff_json(cli, cassette, FIXTURES / f"harness-0.62.0/trust/{name}.cassette")
+            assert not doc["changed"] and not doc["violations"], (name, v, doc["requests"])
+    # what was dropped was there to drop: run-local ids that differ between runs, and timings
+    c = load(FIXTURES / "harness-0.62.0/trust/anonymous_capability.cassette")
+    ids = {t["capability_id"] for b in c.blobs if isinstance(b, dict) for t in b.get("function_tools") or ()}
+    assert len(ids) == 3 and all(i.startswith("<_clock:") for i in ids), ids
+    assert sum("latency_ms" in json.dumps(m) for m in c.messages) >= 3
 
 
 def _check_json(cli, cassette: Path) -> list[dict]:

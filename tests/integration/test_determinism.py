@@ -196,3 +196,36 @@ def test_report_says_what_differs_in_the_first_differing_call() -> None:
     fewer = c.model_copy(deep=True)
     fewer.exchanges = [e for e in fewer.exchanges if not (e.role == "main" and e.index == 6)]
     assert describe_difference(c, fewer) == "main[6] is only in recording 1"
+
+
+def test_run_ids_are_seeded_and_stay_time_ordered() -> None:
+    """pydantic-ai's run ids (its own ``uuid7``) reach prompts through spill handles and step-persistence
+    results, which the model then quotes back: a replay must draw the ones the recording drew."""
+    from pydantic_ai import _uuid
+
+    def draw() -> list[uuid.UUID]:
+        return [_uuid.uuid7() for _ in range(3)]
+
+    with deterministic_ids("s"):
+        first = draw()
+    with deterministic_ids("s"):
+        again = draw()
+    with deterministic_ids("t"):
+        other = draw()
+    assert first == again and first != other
+    assert all(u.version == 7 and u.variant == uuid.RFC_4122 for u in first)
+    assert first == sorted(first)  # creation order, as real uuid7s sort
+    assert _uuid.uuid7() != _uuid.uuid7()  # outside a scenario: the real function
+
+
+def test_a_run_id_bound_by_name_is_seeded_too() -> None:
+    """``from pydantic_ai._uuid import uuid7`` copies the function into the importing module (_agent_graph)."""
+    from pydantic_ai import _agent_graph, _uuid
+
+    original = _agent_graph.uuid7
+    with deterministic_ids("s"):
+        assert _agent_graph.uuid7 is not original
+        seeded = _agent_graph.uuid7()
+    with deterministic_ids("s"):
+        assert _agent_graph.uuid7() == seeded
+    assert _agent_graph.uuid7 is original is _uuid.uuid7

@@ -175,3 +175,54 @@ def test_uuid_prefilter_finds_every_uuid_the_full_pattern_finds() -> None:
         assert (got == text) == (expected == text), text
         found += expected != text
     assert found > 40  # a uuid glued to hex digits is no word-bounded uuid: most insertions are not found
+
+
+def test_what_the_model_is_never_sent_is_dropped_by_position_only() -> None:
+    """``metadata`` of messages, parts, prompt content and tools, a tool's ``capability_id`` and an instruction
+    part's ``id`` go; a tool argument, a tool return's content or a JSON-schema property of those names stays."""
+    from replay.normaliser._unsent import sent_message, sent_parameters
+
+    message = {
+        "kind": "request", "metadata": {"pydantic_ai": {"pin": 1}},
+        "parts": [
+            {"part_kind": "tool-return", "tool_name": "t", "content": {"metadata": "kept", "id": 3},
+             "metadata": {"latency_ms": 0.1}},
+            {"part_kind": "user-prompt", "content": ["plain", {"kind": "text-content", "content": "hi", "metadata": {"origin": "x"}}]},
+            {"part_kind": "instruction-baseline", "instructions": [{"content": "be brief", "id": {"source": {"id": "<c:ab12cd>"}}}]},
+        ],
+    }
+    response = {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "save", "args": {"metadata": {"a": 1}, "id": 2}}]}
+    assert sent_message(message) == {
+        "kind": "request",
+        "parts": [
+            {"part_kind": "tool-return", "tool_name": "t", "content": {"metadata": "kept", "id": 3}},
+            {"part_kind": "user-prompt", "content": ["plain", {"kind": "text-content", "content": "hi"}]},
+            {"part_kind": "instruction-baseline", "instructions": [{"content": "be brief"}]},
+        ],
+    }
+    assert sent_message(response) is response  # nothing to drop: the same object, no copy
+    schema = {"type": "object", "properties": {"metadata": {"type": "object"}, "capability_id": {"type": "string"}}}
+    parameters = {
+        "function_tools": [{"name": "save", "parameters_json_schema": schema, "capability_id": "<clock:9f3a1b>", "metadata": {"k": 1}}],
+        "output_tools": [{"name": "final_result", "capability_id": None}],
+        "instruction_parts": [{"content": "Use save.", "id": {"source": {"id": "<clock:9f3a1b>"}}, "name": "usage"}],
+        "allow_text_output": True,
+    }
+    assert sent_parameters(parameters) == {
+        "function_tools": [{"name": "save", "parameters_json_schema": schema}],
+        "output_tools": [{"name": "final_result"}],
+        "instruction_parts": [{"content": "Use save.", "name": "usage"}],
+        "allow_text_output": True,
+    }
+    assert parameters["function_tools"][0]["capability_id"] == "<clock:9f3a1b>"  # the cassette's own data untouched
+
+
+def test_normalise_drops_unsent_fields_of_messages_and_parameters() -> None:
+    b = CassetteBuilder(Header(scenario_id="unit/s"))
+    req = {"kind": "request", "parts": [{"part_kind": "tool-return", "tool_name": "t", "content": "5", "metadata": {"ms": 1.5}}]}
+    params = {"function_tools": [{"name": "t", "capability_id": "<c:123abc>"}]}
+    b.cassette.exchanges.append(Exchange(seq=0, role="main", index=0, kind="request", messages=b.messages([req]),
+                                         parameters=b.blob(params)))
+    body = normalise(b.cassette).requests["main"][0].body
+    assert body["messages"][0]["parts"][0] == {"part_kind": "tool-return", "tool_name": "t", "content": "5"}
+    assert body["parameters"]["function_tools"] == [{"name": "t"}]

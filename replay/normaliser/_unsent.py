@@ -1,0 +1,80 @@
+"""Fields pydantic-ai keeps in a request but never sends to a model.
+
+A verdict compares what the model is sent. pydantic-ai documents these as never sent:
+
+* ``metadata`` of a message, of a part, of a user prompt's ``TextContent`` and of a tool
+  definition ("accessible by the application but not sent to the LLM"; ``ModelResponse.history_digest``
+  leaves them out for the same reason: "changing them doesn't count as a change"). Harness
+  capabilities put timings there (``prompt_injection.latency_ms``), so comparing them made every
+  replay of such a scenario ``changed``.
+* a tool definition's ``capability_id`` and an instruction part's ``id``: which capability
+  contributed the tool or text. For a capability without an explicit ``id`` it is a run-local
+  handle with a random suffix (``<repo_context:ec9382>``, new in every run), and a release that
+  gives a capability an explicit id changes nothing the model sees.
+
+They are removed by position (message, part, content item, tool definition, instruction part),
+never by key name alone, so a tool argument or a JSON-schema property called ``metadata`` or
+``id`` is still compared. Each function returns its argument itself when there is nothing to
+remove (the common case costs a few lookups).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _without(value: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    return {k: v for k, v in value.items() if k not in keys}
+
+
+_META = ("metadata",)
+_TOOL = ("metadata", "capability_id")
+_INSTRUCTION = ("id",)
+
+
+def sent_part(part: Any) -> Any:
+    """A message part as the model is sent it."""
+    if type(part) is not dict:
+        return part
+    out = part
+    if "metadata" in part:
+        out = _without(part, _META)
+    kind = part.get("part_kind")
+    if kind == "user-prompt":
+        content = part.get("content")
+        if type(content) is list and any(type(c) is dict and "metadata" in c and "kind" in c for c in content):
+            out = {**out, "content": [_without(c, _META) if type(c) is dict and "kind" in c else c for c in content]}
+    elif kind == "instruction-baseline":
+        blocks = part.get("instructions")
+        if type(blocks) is list and any(type(b) is dict and "id" in b for b in blocks):
+            out = {**out, "instructions": [_without(b, _INSTRUCTION) if type(b) is dict else b for b in blocks]}
+    return out
+
+
+def sent_message(message: Any) -> Any:
+    """A serialised ``ModelRequest``/``ModelResponse`` without what the model is never sent."""
+    if type(message) is not dict:
+        return message
+    parts = message.get("parts")
+    new_parts = [sent_part(p) for p in parts] if type(parts) is list else parts
+    changed = type(parts) is list and any(a is not b for a, b in zip(new_parts, parts))
+    if not changed and "metadata" not in message:
+        return message
+    out = _without(message, _META) if "metadata" in message else dict(message)
+    if changed:
+        out["parts"] = new_parts
+    return out
+
+
+def sent_parameters(parameters: Any) -> Any:
+    """Serialised ``ModelRequestParameters`` without tool definitions' and instruction parts' bookkeeping."""
+    if type(parameters) is not dict:
+        return parameters
+    out = parameters
+    for key, drop in (("function_tools", _TOOL), ("output_tools", _TOOL), ("instruction_parts", _INSTRUCTION)):
+        items = parameters.get(key)
+        if type(items) is list and any(type(t) is dict and any(k in t for k in drop) for t in items):
+            if out is parameters:
+                out = dict(parameters)
+            out[key] = [_without(t, drop) if type(t) is dict else t for t in items]
+    return out
