@@ -62,7 +62,10 @@ def _caller_module(depth: int = 2) -> str:
 def _remember(agent: Any, depth: int = 3) -> AgentOrigin:
     origin = _origin(agent)
     if origin is None:
-        origin = AgentOrigin(getattr(agent, "name", None), _caller_module(depth))
+        name = getattr(agent, "name", None)
+        if name is not None and getattr(agent, _INFERRED_ATTR, None) == name:
+            name = None  # the variable it is bound to, not a name given at construction
+        origin = AgentOrigin(name, _caller_module(depth))
         try:
             object.__setattr__(agent, _ORIGIN_ATTR, origin)
         except (AttributeError, TypeError):  # slotted or frozen: answer without caching
@@ -198,6 +201,12 @@ class _Patcher:
         original_agent_init = Agent.__dict__["__init__"]
         self._saved.append((Agent, "__init__", original_agent_init))
         Agent.__init__ = _wrap_agent_init(original_agent_init)  # type: ignore[method-assign]
+        for cls in Agent.__mro__:  # AbstractAgent (older slims: Agent itself)
+            original_infer = cls.__dict__.get("_infer_name")
+            if original_infer is not None:
+                self._saved.append((cls, "_infer_name", original_infer))
+                setattr(cls, "_infer_name", _wrap_infer_name(original_infer))
+                break
 
     def _uninstall(self) -> None:
         for cls, name, original in reversed(self._saved):
@@ -254,6 +263,30 @@ def _wrap_agent_init(original: Any) -> Any:
             _remember(self)
 
     return __init__
+
+
+_INFERRED_ATTR = "__replay_inferred_name__"
+
+
+def _wrap_infer_name(original: Any) -> Any:
+    """Mark a name pydantic-ai takes from the variable an agent is bound to (on its first run).
+
+    An agent built before any session (at a test module's import, under the pytest plugin)
+    has no recorded origin; without the mark its variable name would pass for a name given
+    at construction, and renaming the variable would rename the role.
+    """
+
+    @functools.wraps(original)
+    def _infer_name(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        name = getattr(self, "name", None)
+        if name is not None:
+            try:
+                object.__setattr__(self, _INFERRED_ATTR, name)
+            except (AttributeError, TypeError):
+                pass
+
+    return _infer_name
 
 
 def _wrap_iter(original: Any) -> Any:

@@ -127,6 +127,22 @@ def test_named_agent_keeps_its_name_but_inferred_names_do_not_count() -> None:
     assert [ex.role for ex in session.cassette.exchanges] == ["planner", "main", "main"]
 
 
+support_agent = Agent(FunctionModel(lambda m, i: text("s")))  # built at import, before any session
+named_agent = Agent(FunctionModel(lambda m, i: text("n")), name="named_agent")
+
+
+def test_an_agent_built_before_the_session_is_main_whatever_its_variable() -> None:
+    """Under the pytest plugin a module-level agent is built at collection, outside any session: the name
+    pydantic-ai infers from its variable on the first run must not become its role (renaming the variable
+    broke every replay); a name given at construction still does."""
+    session = Session()
+    with session_scope(session):
+        support_agent.run_sync("x")  # infers "support_agent" from this module's globals
+        named_agent.run_sync("x")
+    assert support_agent.name == "support_agent"  # pydantic-ai's own behaviour is untouched
+    assert [ex.role for ex in session.cassette.exchanges] == ["main", "named_agent"]
+
+
 def test_patches_are_undone_after_the_session() -> None:
     from pydantic_ai.models import Model
 
