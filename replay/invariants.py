@@ -779,14 +779,38 @@ class _Index:
             ended[(run.role, tuple(norm[i] for i in run.result))] = (seq, len(seq.ids))
             responses = [k for k, i in enumerate(new) if i in self.response_ids]
             ordinal = 0
+            previous: _View | None = None
             for ex in by_run.get(r, []):
                 upto = responses[ordinal] if ordinal < len(responses) else len(new)
-                views.setdefault(ex.role, []).append(_View(ex, run, [*run.history, *new[:upto]], seq, start + upto))
+                source = [*run.history, *new[:upto]]
+                if previous is not None and self._compacted_shape(previous):
+                    source = self._after_compaction(previous.exchange, ex)
+                view = _View(ex, run, source, seq, start + upto)
+                views.setdefault(ex.role, []).append(view)
                 if ex.error is None:
                     ordinal += 1
+                    previous = view
         for role_views in views.values():
             role_views.sort(key=lambda v: v.exchange.seq)
         return views
+
+    def _compacted_shape(self, v: _View) -> bool:
+        """Whether a request was sent compacted: it carries a summary or lacks an earlier response."""
+        sent = v.exchange.messages
+        return v.exchange.response is not None and (self.has_summary(sent) or v.logical.responses_missing(v.length, sent))
+
+    def _after_compaction(self, previous: Exchange, ex: Exchange) -> list[int]:
+        """What a compaction before ``ex`` got, when an earlier compaction in the same run already
+        replaced the run's history: the previous request as sent, its answer, and what ``ex`` adds.
+
+        Not the run's starting history plus its own messages: what the first compaction summarized
+        is the summary now, and the second summarizer is given that (a second compaction in one
+        run was flagged for losing what the first had summarized). Nor positions in the run's
+        result, which the compactions shortened (a later answer was counted as already there).
+        """
+        before = {*previous.messages, previous.response}
+        added = [i for i in ex.messages if i not in before and not self.has_summary([i])]
+        return [*previous.messages, previous.response, *added]  # type: ignore[list-item]
 
     def _new_messages(self, run: AgentRunRecord) -> list[int]:
         """What the run added to the conversation: its prompt request and everything after it.

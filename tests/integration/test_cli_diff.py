@@ -174,7 +174,7 @@ def test_every_trust_scenario_replays_same_on_the_installed_version_three_times(
     for _ in range(3):
         r = cli("run", FIXTURES / "scenarios" / "trust.py", "--cassettes", FIXTURES / "harness-0.62.0", "--format", "json")
         statuses = {sid: cell["status"] for sid, cell in json.loads(r.out)["scenarios"].items()}
-        assert len(statuses) == 12 and set(statuses.values()) == {"same"}, statuses
+        assert len(statuses) == 13 and set(statuses.values()) == {"same"}, statuses
 
 
 def test_what_the_model_is_never_sent_is_not_a_change(cli) -> None:
@@ -193,6 +193,16 @@ def test_what_the_model_is_never_sent_is_not_a_change(cli) -> None:
     ids = {t["capability_id"] for b in c.blobs if isinstance(b, dict) for t in b.get("function_tools") or ()}
     assert len(ids) == 3 and all(i.startswith("<_clock:") for i in ids), ids
     assert sum("latency_ms" in json.dumps(m) for m in c.messages) >= 3
+
+
+def test_a_second_compaction_in_one_run_starts_from_the_first(cli) -> None:
+    """Four tool calls compacted twice in one run: the second summarizer is given the first's summary.
+    content_lost took the run's starting history as the second's input and flagged what the first had
+    summarized, plus the run's final answer (on every version); what stays is 0.54-0.59's real growth."""
+    for v in VERSIONS:
+        found = {x["invariant"]: x for x in _check_json(cli, FIXTURES / f"harness-{v}/trust/two_compactions.cassette")}
+        assert "content_lost" not in found, (v, found)
+        assert ("compaction_grew_request" in found) == (v != "0.62.0"), (v, found)
 
 
 def _check_json(cli, cassette: Path) -> list[dict]:

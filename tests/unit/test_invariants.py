@@ -300,6 +300,30 @@ def test_content_lost_needs_a_summarizer_a_sliding_window_drops_by_design() -> N
     assert only(b.cassette, "content_lost") == []
 
 
+def _two_compactions_in_one_run(second_saw: str) -> Build:
+    """One run of tool calls compacted twice: the second summarizer is given the first's summary."""
+    b = Build()
+    run = b.run("U3", turns(2), [])
+    call = [ModelResponse(parts=[ToolCallPart("step", {"n": n}, tool_call_id=f"c{n}")]) for n in (1, 2)]
+    ret = [ModelRequest(parts=[ToolReturnPart("step", f"ok {n}", tool_call_id=f"c{n}")]) for n in (1, 2)]
+    b.request("main", run, [*turns(2), user("U3")], call[0])
+    summarize(b, "User: U1 Assistant: A1 User: U2 Assistant: A2", "S1.")
+    b.request("main", run, [ModelRequest(parts=[SystemPromptPart("S1.")]), user("U3"), call[0], ret[0]], call[1])
+    summarize(b, second_saw, "S2.")
+    kept = [ModelRequest(parts=[SystemPromptPart("S2.")]), call[1], ret[1]]
+    b.request("main", run, kept, reply("Done."))
+    b.cassette.runs[run].result = b.ids([*kept, reply("Done.")])
+    return b
+
+
+def test_content_lost_of_a_second_compaction_in_one_run_starts_from_the_first() -> None:
+    """What the first compaction summarized is its summary by the second: not lost again (U1…A2 were
+    flagged, and the run's final answer with them, since the compacted result no longer lined up)."""
+    assert only(_two_compactions_in_one_run("S1. User: U3").cassette, "content_lost") == []
+    (v,) = only(_two_compactions_in_one_run("S1.").cassette, "content_lost")  # the second one drops U3
+    assert (v.index, v.evidence["lost"], v.evidence["summarizer"]) == (2, ["U3"], [f"{SUMMARIZER}[1]"])
+
+
 # --------------------------------------------------------------------------- empty_summary
 
 
