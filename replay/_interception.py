@@ -125,6 +125,19 @@ class Call:
 
 
 _SESSION: contextvars.ContextVar[SessionLike | None] = contextvars.ContextVar("replay_session", default=None)
+_PROCESS_SESSION: SessionLike | None = None
+"""The session of the one test pytest is running in this process (``session_scope(process_wide=True)``)."""
+
+
+def _current() -> SessionLike | None:
+    """The session of this context, else the test's.
+
+    pytest runs one test at a time per process, but not always in the context its hooks set:
+    anyio's plugin runs an async test (and its async fixtures) in a runner task started when the
+    first async fixture was set up, whose context was copied before the test's call began, and
+    so had no session — its model calls went unrecorded and, in CI mode, to the real model.
+    """
+    return _SESSION.get() or _PROCESS_SESSION
 _ACTIVE: contextvars.ContextVar[Any] = contextvars.ContextVar("replay_active_call", default=None)
 _RUN: contextvars.ContextVar[int | None] = contextvars.ContextVar("replay_agent_run", default=None)
 _NO_CTX = object()
@@ -222,7 +235,7 @@ def _wrap(kind: str, original: Any) -> Any:
 
         @functools.wraps(original)
         def stream_wrapper(self: Model, *args: Any, **kwargs: Any) -> Any:
-            session = _SESSION.get()
+            session = _current()
             if session is None:
                 return original(self, *args, **kwargs)
             agent, ctx = _current_agent(kwargs.get("run_context") or (args[3] if len(args) > 3 else None))
@@ -237,7 +250,7 @@ def _wrap(kind: str, original: Any) -> Any:
 
     @functools.wraps(original)
     async def wrapper(self: Model, *args: Any, **kwargs: Any) -> Any:
-        session = _SESSION.get()
+        session = _current()
         if session is None:
             return await original(self, *args, **kwargs)
         agent, ctx = _current_agent()
@@ -259,7 +272,7 @@ def _wrap_agent_init(original: Any) -> Any:
     @functools.wraps(original)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         original(self, *args, **kwargs)
-        if _SESSION.get() is not None:
+        if _current() is not None:
             _remember(self)
 
     return __init__
@@ -293,7 +306,7 @@ def _wrap_iter(original: Any) -> Any:
     @functools.wraps(original)
     @asynccontextmanager
     async def iter_(self: Any, user_prompt: Any = None, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-        session = _SESSION.get()
+        session = _current()
         if session is None:
             async with original(self, user_prompt, *args, **kwargs) as agent_run:
                 yield agent_run
@@ -321,15 +334,25 @@ _S = TypeVar("_S", bound=SessionLike)
 
 
 @contextmanager
-def session_scope(session: _S) -> Iterator[_S]:
-    """Activate ``session`` for model calls made in this context (and tasks it spawns)."""
+def session_scope(session: _S, process_wide: bool = False) -> Iterator[_S]:
+    """Activate ``session`` for model calls made in this context (and tasks it spawns).
+
+    ``process_wide``: also for contexts that do not descend from this one (a pytest test;
+    scenarios, which may run concurrently in one process, keep to their own context).
+    """
     from .wire.capture import patched
 
+    global _PROCESS_SESSION
     _PATCHER.acquire()
     token = _SESSION.set(session)
+    outer = _PROCESS_SESSION
+    if process_wide:
+        _PROCESS_SESSION = session
     try:
         with patched():  # provider models: their HTTP exchanges too (replay.wire)
             yield session
     finally:
+        if process_wide:
+            _PROCESS_SESSION = outer
         _SESSION.reset(token)
         _PATCHER.release()
