@@ -540,6 +540,22 @@ def _prefix(weights: list[int]) -> list[int]:
     return out
 
 
+def _ordinals(ex: dict[str, Any], i: int, per_role: dict[str, int]) -> None:
+    """An exchange is the ``index``-th call of its role and the ``seq``-th of the cassette, as every writer
+    numbers them: the differ pairs requests by ordinal and the checks slice exchanges by ``seq``, so a
+    duplicated or reordered ordinal (a hand edit) would pair one request with another's answer."""
+    if ex["seq"] != i:
+        raise SchemaError(f"exchanges[{i}].seq", f"is {ex['seq']}, not the exchange's position {i}")
+    role = ex["role"]
+    expected = per_role.get(role, 0)
+    if ex["index"] != expected:
+        raise SchemaError(
+            f"exchanges[{i}].index",
+            f"is {ex['index']}, but role {visible(role)[:60]!r} has {expected} earlier exchange(s): it must be {expected}",
+        )
+    per_role[role] = expected + 1
+
+
 def validate(raw: dict[str, Any], limits: Limits) -> None:
     """Check the decoded map of a cassette (wire form: references still as runs), or raise :class:`SchemaError`."""
     depth = limits.max_depth
@@ -582,10 +598,12 @@ def validate(raw: dict[str, Any], limits: Limits) -> None:
     n_messages = len(messages)
     n_blobs = len(blob_weights)
     exchanges = _Layouts(_EXCHANGE_FIELDS, _EXCHANGE_REQUIRED, ("messages",))
+    per_role: dict[str, int] = {}
     for i, ex in enumerate(_list(raw.get("exchanges"), "exchanges")):
         checked = exchanges.check(ex)
         if checked is None:
             _fields(ex, f"exchanges[{i}]", _EXCHANGE_FIELDS, _EXCHANGE_REQUIRED)
+        _ordinals(ex, i, per_role)
         if ex["kind"] not in _KINDS:
             raise SchemaError(f"exchanges[{i}].kind", f"unknown call kind {visible(str(ex['kind']))[:60]!r}")
         add_refs(ex, "exchanges", i, ("messages",))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import hostile as h
+from conftest import ROOT
 import msgpack
 import pytest
 
@@ -165,3 +166,21 @@ def test_a_binary_top_level_key_is_refused() -> None:
 def test_malformed_schema_defaults_are_refused(value: Any, match: str) -> None:
     """Regression (make reliability, 620 cases): a list where the normaliser hashes text was a TypeError."""
     refused(h.replaced(base(), ("header", "schema_defaults"), value), match)
+
+
+def test_exchange_ordinals_are_what_every_writer_writes() -> None:
+    """The n-th exchange has ``seq`` n and is its role's ``index``-th call: a duplicated ordinal (a hand
+    edit) was listed twice by ``show``, passed ``check`` and was paired by ordinal in one line of a diff
+    and by position in the next."""
+    recording = ROOT / "cassettes" / "coverage" / "tool_call.cassette"  # main[0], main[1]
+    assert len(loads(recording.read_bytes()).exchanges) == 2
+    for field, value, message in (
+        ("index", 0, r"exchanges\[1\]\.index: is 0, but role 'main' has 1 earlier exchange\(s\): it must be 1"),
+        ("index", 5, r"exchanges\[1\]\.index: is 5, .* it must be 1"),
+        ("seq", 0, r"exchanges\[1\]\.seq: is 0, not the exchange's position 1"),
+    ):
+        wire = h.wire(recording.read_bytes())
+        assert wire["exchanges"][1]["role"] == "main"
+        wire["exchanges"][1][field] = value
+        with pytest.raises(CassetteError, match=message):
+            loads(h.pack(wire))

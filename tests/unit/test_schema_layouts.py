@@ -189,7 +189,7 @@ def test_past_the_layout_cap_records_are_checked_the_old_way() -> None:
     """A file with more layouts than remembered still loads, and its errors are the same."""
     wire = h.wire(h.SMALL_REAL.read_bytes())
     template = wire["exchanges"][0]
-    wire["exchanges"] = [{**template, "seq": i, f"extra{i}": i} for i in range(3 * S._MAX_LAYOUTS)]
+    wire["exchanges"] = [{**template, "seq": i, "index": i, f"extra{i}": i} for i in range(3 * S._MAX_LAYOUTS)]
     assert len(loads(h.pack(wire)).exchanges) == 3 * S._MAX_LAYOUTS
     wire["exchanges"][-1]["role"] = "r" * (S.MAX_NAME + 1)
     with pytest.raises(CassetteError, match=rf"exchanges\[{3 * S._MAX_LAYOUTS - 1}\]\.role: expected text of at most"):
