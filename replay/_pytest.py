@@ -8,12 +8,15 @@ deepdiff and rich only when a test actually uses one.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast, get_args
+
+from ._untrusted import _DRIVE, _RESERVED, _UNSAFE_LINE, id_problem
 
 if TYPE_CHECKING:
     from .config import Config
@@ -45,10 +48,64 @@ def canonical_mode(mode: str) -> Mode:
     return ALIASES.get(mode) or cast(Mode, mode)
 
 
-def cassette_name(test_name: str, class_name: str | None = None, marker_name: str | None = None) -> str:
-    """pytest-recording's naming: the marker's name, else ``Class.test``, else the test (ids included)."""
-    name = marker_name or (f"{class_name}.{test_name}" if class_name else test_name)
-    return name.replace("/", "_").replace(os.sep, "_")
+def cassette_name(test_name: str, classes: Sequence[str] = (), marker_name: str | None = None) -> str:
+    """pytest-recording's naming: the marker's name, else ``Class.test``, else the test (ids included).
+
+    Nested classes give the whole chain (``Outer.Inner.test``): two ``Inner`` classes in one
+    module must not share a cassette. Then :func:`safe_name` makes it a file name that loads again.
+    """
+    return safe_name(marker_name or ".".join([*classes, test_name]))
+
+
+MAX_NAME_BYTES = 200
+"""A cassette name's bound in UTF-8 bytes: within ``id_problem``'s segment limit, and with ``.cassette``
+and ``write_atomic``'s temp-file affixes (~31 bytes) still under the usual 255-byte file-name limit."""
+_TAG = 8
+"""Hex digits of the hash that keeps sanitised names apart (``a/b`` and ``a_b`` must not share a file)."""
+
+
+def _clean_segment(text: str) -> str:
+    """``text`` with what ``id_problem`` refuses in a path segment replaced by ``_`` (length not bounded)."""
+    seg = _UNSAFE_LINE.sub("_", text.replace("/", "_").replace("\\", "_").replace(os.sep, "_"))
+    if seg.startswith("-"):
+        seg = "_" + seg[1:]
+    if seg.endswith((".", " ")):
+        seg = seg[:-1] + "_"
+    if seg.split(".")[0].strip().lower() in _RESERVED or _DRIVE.match(seg):
+        seg = "_" + seg
+    return seg
+
+
+def safe_name(raw: str) -> str:
+    """``raw`` as one file name the cassette loader accepts as a scenario id.
+
+    A name that needs no change is kept as it is, so existing cassettes are still found. Any other
+    (``/`` or ``\\`` in a parametrize id, a control character, a leading ``-``, over
+    :data:`MAX_NAME_BYTES`) is cleaned, cut to fit and tagged with a hash of ``raw``: two distinct
+    raw names never share a cassette, and the same test always gets the same one. The hash is of the
+    name within its module, not of the node id, which changes with pytest's rootdir.
+    """
+    cleaned = _clean_segment(raw) or "_"
+    if cleaned == raw and len(raw.encode()) <= MAX_NAME_BYTES:
+        return raw
+    tag = "-" + hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:_TAG]
+    head = cleaned.encode()[: MAX_NAME_BYTES - len(tag)].decode("utf-8", "ignore")
+    return head + tag
+
+
+def scenario_id(nodeid: str) -> str:
+    """The id written into a test's cassette header: the node id when the loader accepts it.
+
+    pytest ids hold what a scenario id may not (``Z\\xfcrich``, ``a//b``, ``x/../y``): then the
+    file's folders are cleaned one by one and the rest (``file.py::test[id]``) becomes one
+    :func:`safe_name`; if even that is refused (a very deep path), the whole node id does.
+    """
+    if id_problem(nodeid) is None:
+        return nodeid
+    path, sep, rest = nodeid.partition("::")
+    folders, _, file = path.rpartition("/")
+    candidate = "/".join([*(_clean_segment(d) for d in folders.split("/") if d), safe_name(file + sep + rest)])
+    return candidate if id_problem(candidate) is None else safe_name(nodeid)
 
 
 def default_dir(test_file: Path) -> Path:
@@ -131,6 +188,7 @@ class Tally:
             "expected": sorted(map(str, self.expected)),
             "used": sorted(map(str, self.used)),
             "dirs": sorted(map(str, self.dirs)),
+            "accepted": list(self.accepted),
         }
 
     def merge(self, data: Mapping[str, object]) -> None:
@@ -142,6 +200,9 @@ class Tally:
             paths = data.get(name)
             if isinstance(paths, list):
                 target.update(Path(p) for p in paths)
+        accepted = data.get("accepted")
+        if isinstance(accepted, list):  # the controller prints these lines: the workers have no terminal
+            self.accepted.extend(map(str, accepted))
 
     def summary(self) -> str | None:
         if not self.statuses:

@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from ._interception import Call, session_scope
-from ._pytest import Action, Mode, Status, shown
+from ._pytest import Action, Mode, Status, scenario_id, shown
 from ._pytest_report import Paint, _plain, failure_lines
+from ._untrusted import id_problem
 from .cassette import Cassette, Exchange, load, save
 from .differ import Diff, diff
+from .errors import CassetteError
 from .guard import NetworkGuard, network_guard
 from .invariants import new_violations
 from .normaliser import Rules
@@ -78,7 +80,10 @@ class TestCassette:
     def __post_init__(self) -> None:
         exists = self.path.is_file()
         if self.mode == "rewrite" and exists:
-            self.path.unlink()  # pytest-recording deletes first: a failing run leaves no stale cassette
+            try:
+                self.path.unlink()  # pytest-recording deletes first: a failing run leaves no stale cassette
+            except OSError as exc:  # one line naming the file, as cassette.save words it
+                raise CassetteError(self.path, f"cannot write: {exc.strerror or exc}") from None
             exists = False
         if self.mode in ("all", "rewrite") or (self.mode in ("once", "new") and not exists):
             self.action = "record"
@@ -87,7 +92,7 @@ class TestCassette:
             self.recorded = load(self.path) if exists else Cassette()
             policy: OnExhausted = "fake" if self.action == "append" else self.on_exhausted
             self.source = _TestSource(self.recorded, policy, self)
-        header = base_header(scenario_id=self.nodeid, mode="record" if self.action == "record" else "replay")
+        header = base_header(scenario_id=scenario_id(self.nodeid), mode="record" if self.action == "record" else "replay")
         self.session = Session(header, self.source)
 
     @contextmanager
@@ -99,7 +104,7 @@ class TestCassette:
                 self.guard = stack.enter_context(network_guard(self.nodeid, allow=self.allow_hosts))
             else:  # recording is the one moment a model may be called, whatever the conftest switched off
                 stack.enter_context(_model_requests_allowed())
-            stack.enter_context(session_scope(self.session))
+            stack.enter_context(session_scope(self.session, process_wide=True))
             yield self
 
     # ----------------------------------------------------------------- messages
@@ -154,11 +159,28 @@ class TestCassette:
         self.real_models = sorted(
             {f"{ex.model_system}:{ex.model_name}" for ex in cassette.exchanges if ex.model_system not in _FAKE_SYSTEMS}
         )
-        save(cassette, self.path)
+        self._write(cassette)
         return "recorded"
 
+    def _write(self, cassette: Cassette) -> None:
+        """Save, refusing what the loader would refuse: a cassette that cannot load again is worse than none."""
+        problem = id_problem(cassette.header.scenario_id) if cassette.header.scenario_id is not None else None
+        if problem is not None:
+            raise CassetteError(self.path, f"cannot write: {problem}")
+        save(cassette, self.path)
+
     def finish(self, passed: bool, *, verbosity: int = 0, paint: Paint = _plain) -> tuple[Status, list[str]]:
-        """Save or compare once the test body is done; returns the status and, if the test must fail, why."""
+        """Save or compare once the test body is done; returns the status and, if the test must fail, why.
+
+        A cassette that cannot be written (read-only folder, say) fails the test with the one line
+        the CLI prints, not a traceback.
+        """
+        try:
+            return self._finish(passed, verbosity=verbosity, paint=paint)
+        except CassetteError as exc:
+            return "unsaved", [f"harness-replay: {exc}"]
+
+    def _finish(self, passed: bool, *, verbosity: int, paint: Paint) -> tuple[Status, list[str]]:
         if self.action == "record":
             if not passed:
                 return "unsaved", []
@@ -166,6 +188,9 @@ class TestCassette:
         exhausted = [dv for dv in self.source.divergences if dv.kind == "exhausted"] if self.source else []
         if exhausted and self.action == "replay" and self.on_exhausted == "fail":
             return "unrecorded", [self.unrecorded(exhausted[0])]
+        if not self.path.is_file() and not self.session.cassette.exchanges:
+            # replay-only without a cassette, and no model call: nothing was replayed, so say what once would
+            return ("empty" if passed else "unsaved"), []
         d = self.compare()
         if self.extra_ok:
             d.requests = [r for r in d.requests if r.status != "added"]
@@ -173,7 +198,7 @@ class TestCassette:
             head = f"harness-replay: test {self.nodeid} sent different model requests than {shown(self.path)} holds"
             body = ["  " + line for line in failure_lines(d, verbosity=verbosity, paint=paint)]
             if self.accept and not d.notes and passed:
-                save(finalize(self.session.cassette), self.path)
+                self._write(finalize(self.session.cassette))
                 return "accepted", [f"harness-replay: accepted {self.nodeid} -> {shown(self.path)}"]
             if self.accept:
                 why = f"the replay diverged ({d.notes[0]})" if d.notes else "the test failed"

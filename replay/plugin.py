@@ -109,18 +109,16 @@ def replay_cassette(request: pytest.FixtureRequest, replay_cassette_dir: Path) -
     """The test's cassette; the body's model traffic is recorded or replayed around the test call."""
     item = request.node
     marker = item.get_closest_marker("replay")
-    options: dict[str, Any] = dict(marker.kwargs) if marker else {}
-    options.pop("name", None)  # read by _name
-    on_exhausted = options.pop("on_exhausted", "fail")
-    if options:
-        pytest.fail(f"@pytest.mark.replay: unknown option(s) {', '.join(sorted(options))}; it takes name= and on_exhausted=", pytrace=False)
-    if on_exhausted not in ON_EXHAUSTED:
-        pytest.fail(f"@pytest.mark.replay: on_exhausted={on_exhausted!r}; choose one of {', '.join(ON_EXHAUSTED)}", pytrace=False)
+    problem = _marker_problem(marker) if marker else None
+    if problem:
+        pytest.fail(f"@pytest.mark.replay: {problem}", pytrace=False)
+    on_exhausted = marker.kwargs.get("on_exhausted", "fail") if marker else "fail"
     from ._pytest_cassette import TestCassette  # heavy: only for tests that use a cassette
     from .normaliser import Rules
 
     tally = item.config.stash[_TALLY]
     path = replay_cassette_dir / f"{_name(item)}.cassette"
+    error: ReplayError | None = None
     try:
         test = TestCassette(
             item.nodeid,
@@ -133,7 +131,9 @@ def replay_cassette(request: pytest.FixtureRequest, replay_cassette_dir: Path) -
             accept=bool(item.config.getoption("replay_accept")),
         )
     except ReplayError as exc:
-        pytest.fail(f"harness-replay: {exc}", pytrace=False)
+        error = exc
+    if error is not None:  # raised outside the except block, or pytest prints the line twice (chained)
+        pytest.fail(f"harness-replay: {error}", pytrace=False)
     tally.used.add(path.resolve())
     item.stash[_ACTIVE] = test
     yield test
@@ -234,10 +234,30 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
             terminalreporter.write_line(f"  {shown(path)}")
 
 
+def _marker_problem(marker: pytest.Mark) -> str | None:
+    """What is wrong with ``@pytest.mark.replay(...)``'s arguments, as the one line the test fails with."""
+    unknown = sorted(set(marker.kwargs) - {"name", "on_exhausted"})
+    if unknown:
+        return f"unknown option(s) {', '.join(unknown)}; it takes name= and on_exhausted="
+    if len(marker.args) > 1 or (marker.args and "name" in marker.kwargs):
+        return "takes one cassette name (positional or name=)"
+    name = _explicit_name(marker)
+    if name is not None and not isinstance(name, str):
+        return f"name={name!r} is {type(name).__name__}; a cassette name is text"
+    on_exhausted = marker.kwargs.get("on_exhausted", "fail")
+    if on_exhausted not in ON_EXHAUSTED:
+        return f"on_exhausted={on_exhausted!r}; choose one of {', '.join(ON_EXHAUSTED)}"
+    return None
+
+
+def _explicit_name(marker: pytest.Mark) -> object:
+    return marker.args[0] if marker.args else marker.kwargs.get("name")
+
+
 def _name(item: pytest.Item) -> str:
+    """The cassette's name; a marker name that is not text is ignored here (collection must not crash)
+    and reported by the fixture as a usage error."""
     marker = item.get_closest_marker("replay")
-    explicit: str | None = None
-    if marker is not None:
-        explicit = marker.args[0] if marker.args else marker.kwargs.get("name")
-    cls = getattr(item, "cls", None)
-    return cassette_name(item.name, cls.__name__ if cls is not None else None, explicit)
+    explicit = _explicit_name(marker) if marker is not None else None
+    classes = [node.name for node in item.listchain() if isinstance(node, pytest.Class)]
+    return cassette_name(item.name, classes, explicit if isinstance(explicit, str) else None)

@@ -29,6 +29,7 @@ def hostile_cassette() -> bytes:
     model names, observation names, error messages, content, outputs)."""
     w = h.wire(TOOL_CALL.read_bytes())
     w["exchanges"][0]["role"] = "main" + OSC
+    w["exchanges"][1]["index"] = 0  # now the first call of role "main" (the loader checks ordinals)
     w["exchanges"][1]["model_name"] = FORGE
     w["exchanges"][1]["error"] = {"type": "x.Err\r\x1b[1A", "message": FORGE + "\u2028\u202e"}
     w["messages"][1]["parts"][0]["tool_name"] = "add" + OSC

@@ -277,6 +277,54 @@ def test_async_tests_run_by_anyio_are_captured_too(pytester: pytest.Pytester, mo
     assert (pytester.path / "cassettes/test_async/test_it.cassette").is_file()
 
 
+def test_an_async_test_with_an_async_fixture_or_a_thread_is_captured(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """anyio runs such a test in a runner task started at fixture setup, before the test's call began:
+    its context had no session, so the body's model calls went unrecorded and, in CI, to the model."""
+    pytester.makepyfile(
+        test_async_fixture="""
+        import os
+        import pytest
+        from pydantic_ai import Agent
+        from pydantic_ai.messages import ModelResponse, TextPart
+        from pydantic_ai.models.function import FunctionModel
+
+        def answer(messages, info):
+            assert not os.environ.get("BROKEN"), "the model was called"
+            return ModelResponse(parts=[TextPart("ok")])
+
+        @pytest.fixture
+        def anyio_backend():
+            return "asyncio"
+
+        @pytest.fixture
+        async def ready():
+            yield 1
+
+        @pytest.mark.anyio
+        @pytest.mark.replay
+        async def test_it(ready):
+            assert (await Agent(FunctionModel(answer)).run("hi")).output == "ok"
+
+        @pytest.mark.replay
+        def test_in_a_thread():  # a plain thread carries no context at all
+            import threading
+            out = []
+            worker = threading.Thread(target=lambda: out.append(Agent(FunctionModel(answer)).run_sync("hi").output))
+            worker.start()
+            worker.join()
+            assert out == ["ok"]
+        """
+    )
+    run(pytester, monkeypatch, CI="").assert_outcomes(passed=2)
+    for name in ("test_it", "test_in_a_thread"):
+        cassette = pytester.path / f"cassettes/test_async_fixture/{name}.cassette"
+        assert [ex.role for ex in load(cassette).exchanges] == ["main"]
+    monkeypatch.setenv("BROKEN", "1")
+    result = run(pytester, monkeypatch, CI="1")
+    result.assert_outcomes(passed=2)
+    assert "2 replayed" in output(result)
+
+
 @pytest.mark.slow
 def test_xdist_workers_tally_into_one_summary(agent_test: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """With pytest-xdist the controller prints one summary and sees orphans across all workers."""
@@ -513,3 +561,219 @@ def test_failure_reads_like_pytest(pytester: pytest.Pytester, monkeypatch: pytes
     last = [ln.strip() for ln in plain.splitlines() if ln.strip().startswith("main[11].messages[")]
     indexes = [int(ln.split("messages[")[1].split("]")[0]) for ln in last]
     assert indexes == sorted(indexes) and 10 in indexes and 2 in indexes  # natural order: 2 before 10
+
+
+# --------------------------------------------------------------------------- awkward names, bad input, unwritable places
+
+AWKWARD_TEST = '''
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, TextPart
+from pydantic_ai.models.function import FunctionModel
+
+
+def ask(prompt):
+    assert Agent(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("ok")]))).run_sync(prompt).output == "ok"
+
+
+WORDS = ["Zürich", "x/../y", "a//b", "a/-b", "C:\\\\dir", "a/b", "a_b", "plain"]
+
+
+@pytest.mark.replay
+@pytest.mark.parametrize("word", WORDS)
+def test_word(word):
+    ask(word)
+
+
+@pytest.mark.replay
+@pytest.mark.parametrize("word", ["x" * 300, "x" * 299 + "y"], ids=lambda w: w)
+def test_long(word):
+    ask(word)
+
+
+class TestOuterA:
+    class TestInner:
+        @pytest.mark.replay
+        def test_x(self):
+            ask("A")
+
+
+class TestOuterB:
+    class TestInner:
+        @pytest.mark.replay
+        def test_x(self):
+            ask("B")
+
+
+class TestFlat:
+    @pytest.mark.replay
+    def test_y(self):
+        ask("flat")
+'''
+
+
+def test_any_test_that_records_replays_under_its_own_cassette(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Parametrize ids pytest escapes or that hold ``/``, ``..`` or ``-``, very long ids and nested
+    classes: each test gets a cassette of its own that loads again (the prompts differ, so a shared
+    cassette would fail the second test as changed)."""
+    pytester.makepyfile(test_awkward=AWKWARD_TEST)
+    first = run(pytester, monkeypatch, CI="")
+    first.assert_outcomes(passed=13)
+    assert "13 recorded" in output(first)
+    directory = pytester.path / "cassettes/test_awkward"
+    names = sorted(p.name for p in directory.iterdir())
+    assert len(names) == 13
+    for name in names:  # readable, bounded, and loadable
+        assert len(name.encode()) <= 200 + len(".cassette")
+        load(directory / name)
+    # names that need no change are as before; the others get a hash of their original
+    assert {"test_word[plain].cassette", "test_word[a_b].cassette", "TestFlat.test_y.cassette"} <= set(names)
+    assert {"TestOuterA.TestInner.test_x.cassette", "TestOuterB.TestInner.test_x.cassette"} <= set(names)
+    assert any(re.fullmatch(r"test_word\[a_b\]-[0-9a-f]{8}\.cassette", n) for n in names)
+    assert any(re.fullmatch(r"test_word\[Z_xfcrich\]-[0-9a-f]{8}\.cassette", n) for n in names)
+    assert load(directory / "test_word[plain].cassette").header.scenario_id == "test_awkward.py::test_word[plain]"
+
+    again = run(pytester, monkeypatch, CI="1")
+    again.assert_outcomes(passed=13)
+    assert "0 recorded, 13 replayed, 0 changed" in output(again)
+    assert "unused" not in output(again)
+
+
+def test_a_cassette_the_loader_would_refuse_is_never_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Should a scenario id ever slip past the sanitising, the test fails in one line and writes nothing."""
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelResponse, TextPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from replay import _pytest_cassette
+
+    monkeypatch.setattr(_pytest_cassette, "scenario_id", lambda nodeid: "t.py::test_x[a//b]")
+    path = tmp_path / "test_x.cassette"
+    test = _pytest_cassette.TestCassette("t.py::test_x", path, "once")
+    with test.active():
+        Agent(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("ok")]))).run_sync("hi")
+    status, failure = test.finish(True)
+    assert (status, failure) == (
+        "unsaved",
+        [f"harness-replay: {path}: cannot write: scenario id 't.py::test_x[a//b]' has an empty path segment"],
+    )
+    assert not path.exists()
+
+
+def test_a_marker_name_that_is_not_text_is_a_usage_error(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(
+        test_intname="""
+        import pytest
+
+        @pytest.mark.replay(2024)
+        def test_int_name():
+            pass
+
+        def test_unrelated():
+            pass
+        """
+    )
+    result = run(pytester, monkeypatch, CI="")
+    result.assert_outcomes(passed=1, errors=1)
+    text = output(result)
+    assert "INTERNALERROR" not in text
+    assert "@pytest.mark.replay: name=2024 is int; a cassette name is text" in text
+
+
+def test_a_corrupt_cassette_is_reported_once(agent_test: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    (agent_test.path / CASSETTES).mkdir(parents=True)
+    (agent_test.path / CASSETTES / "test_compacts.cassette").write_bytes(b"not a cassette")
+    result = run(agent_test, monkeypatch, "-k", "compacts", "-rN", CI="1")
+    result.assert_outcomes(errors=1, deselected=3)
+    text = output(result)
+    assert "During handling of the above exception" not in text
+    assert text.count("test_compacts.cassette: not a harness-replay cassette (wrong magic bytes)") == 1
+    assert "harness-replay: " in text
+
+
+READ_ONLY_CONFTEST = """
+import errno
+import os
+import pathlib
+
+import pytest
+
+
+@pytest.fixture
+def read_only(monkeypatch):
+    \"\"\"With READ_ONLY set, writing or deleting a cassette fails as on a read-only mount.\"\"\"
+    if os.environ.get("READ_ONLY"):
+        def refuse(*args, **kwargs):
+            raise OSError(errno.EROFS, "Read-only file system")
+
+        monkeypatch.setattr(os, "replace", refuse)
+        monkeypatch.setattr(pathlib.Path, "unlink", refuse)
+"""
+
+READ_ONLY_TEST = """
+import os
+
+from test_agent import make_agent
+
+
+def test_prompt(read_only, replay_cassette):
+    make_agent().run_sync(os.environ.get("PROMPT", "hello"))
+"""
+
+
+@pytest.mark.parametrize("args", [("--replay-mode=all",), ("--replay-mode=rewrite",), ("--replay-accept", "--replay-mode=none")])
+def test_a_cassette_that_cannot_be_written_fails_the_test_in_one_line(
+    agent_test: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...]
+) -> None:
+    agent_test.makeconftest(READ_ONLY_CONFTEST)
+    agent_test.makepyfile(test_ro=READ_ONLY_TEST)
+    run(agent_test, monkeypatch, "test_ro.py").assert_outcomes(passed=1)
+    path = agent_test.path / "cassettes/test_ro/test_prompt.cassette"
+    before = path.read_bytes()
+    result = run(agent_test, monkeypatch, "test_ro.py", "-rN", *args, READ_ONLY="1", PROMPT="bye")
+    text = output(result)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, text
+    assert f"harness-replay: {path}: cannot write: Read-only file system" in text.splitlines()
+    assert "Traceback" not in text and "OSError" not in text and "During handling" not in text
+    assert path.read_bytes() == before
+
+
+@pytest.mark.slow
+def test_xdist_prints_the_accepted_lines(agent_test: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--replay-accept`` under pytest-xdist names each accepted cassette, as a run without it does."""
+    pytest.importorskip("xdist", reason="needs pytest-xdist (dev extra)")
+    agent_test.makepyfile(test_accept=ACCEPT_TEST)
+    run(agent_test, monkeypatch, "test_accept.py").assert_outcomes(passed=1)
+    with monkeypatch.context() as m:
+        for key, value in {"CI": "1", "PROMPT": "bye", "BROKEN": "1"}.items():
+            m.setenv(key, value)
+        accepted = agent_test.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "--replay-accept", "test_accept.py")
+    accepted.assert_outcomes(passed=1)
+    text = output(accepted)
+    assert "harness-replay: accepted test_accept.py::test_prompt -> cassettes/test_accept/test_prompt.cassette" in text
+    assert "1 accepted" in text
+
+
+def test_replay_only_counts_a_test_without_cassette_or_model_call_honestly(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In CI such a test replayed nothing: it reads as ``once`` would put it, not as ``replayed``."""
+    pytester.makepyfile(
+        test_quiet="""
+        import pytest
+
+        @pytest.mark.replay
+        def test_nothing_to_record():
+            pass
+
+        @pytest.mark.replay
+        def test_fails_before_any_call():
+            assert False, "broken before the agent ran"
+        """
+    )
+    for env in ({"CI": ""}, {"CI": "1"}):
+        result = run(pytester, monkeypatch, **env)
+        result.assert_outcomes(passed=1, failed=1)
+        text = output(result)
+        assert "cassettes 0 recorded, 0 replayed, 0 changed, 1 not saved (test failed), 1 not written (no model call)" in text
+        assert not (pytester.path / "cassettes").exists()

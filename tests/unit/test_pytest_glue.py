@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from replay._pytest import canonical_mode, default_mode, is_ci
+from replay._pytest import MAX_NAME_BYTES, Tally, canonical_mode, cassette_name, default_mode, is_ci, scenario_id
 from replay._pytest_report import string_diff
+from replay._untrusted import id_problem
 
 
 @pytest.mark.parametrize(
@@ -38,3 +41,73 @@ def test_long_single_line_strings_show_the_difference_and_skip_the_rest() -> Non
     assert lines[0] == "Skipping 480 identical leading characters"
     assert lines[1] == "- " + "x" * 20 + "old" + "y" * 20
     assert lines[2] == "+ " + "x" * 20 + "new" + "y" * 20
+
+
+# --------------------------------------------------------------------------- cassette names and scenario ids
+
+AWKWARD = [
+    "test_p[Z\\xfcrich]",  # pytest's escape of a non-ASCII id
+    "test_p[x/../y]",
+    "test_p[a//b]",
+    "test_p[a/-b]",
+    "test_p[C:\\\\dir]",
+    "-leading",
+    "trailing.",
+    "trailing ",
+    ".",
+    "..",
+    "/",
+    "con",
+    "NUL.txt",
+    "C:x",
+    "tab\tnew\nline\x1besc\u202ebidi\ud800",
+    "x" * 300,
+    "é" * 300,
+]
+
+
+@pytest.mark.parametrize(
+    "name", ["test_x", "test_x[1-2]", "test_x[plain words]", "test_x[a.b]", "shared-name", "by-keyword", "x" * MAX_NAME_BYTES]
+)
+def test_names_that_need_no_change_are_kept_as_before(name: str) -> None:
+    assert cassette_name(name) == name
+    assert cassette_name("test_x", ["TestCase"]) == "TestCase.test_x"
+    assert cassette_name("test_x", ["TestCase"], "explicit") == "explicit"
+
+
+@pytest.mark.parametrize("raw", AWKWARD)
+def test_every_name_and_node_id_becomes_an_id_the_loader_accepts(raw: str) -> None:
+    name = cassette_name(raw)
+    assert id_problem(name) is None, name
+    assert len(name.encode()) <= MAX_NAME_BYTES
+    assert cassette_name(raw) == name  # stable: the next run finds it
+    for nodeid in (f"tests/test_m.py::{raw}", f"tests/{raw}/test_m.py::test_x", f"{raw}::test_x", "d/" * 300 + f"t.py::{raw}"):
+        assert id_problem(scenario_id(nodeid)) is None, nodeid
+
+
+def test_distinct_ids_never_share_a_cassette() -> None:
+    raws = {"test_p[a/b]", "test_p[a_b]", "test_p[a\\b]", "x" * 299 + "y", *AWKWARD}
+    assert len({cassette_name(raw) for raw in raws}) == len(raws)
+    assert cassette_name("test_p[a_b]") == "test_p[a_b]"
+    assert cassette_name("test_p[a/b]").startswith("test_p[a_b]-")  # readable, then a hash of the original
+
+
+def test_nested_classes_name_the_whole_chain() -> None:
+    assert cassette_name("test_x", ["TestOuterA", "TestInner"]) == "TestOuterA.TestInner.test_x"
+    assert cassette_name("test_x", ["TestOuterA", "TestInner"]) != cassette_name("test_x", ["TestOuterB", "TestInner"])
+
+
+def test_a_valid_node_id_is_the_scenario_id_unchanged() -> None:
+    assert scenario_id("tests/test_agent.py::TestA::test_x[a/b-1]") == "tests/test_agent.py::TestA::test_x[a/b-1]"
+    assert scenario_id("tests/test_p.py::test_p[a//b]").startswith("tests/test_p.py::test_p[a__b]-")
+
+
+def test_a_workers_accepted_lines_reach_the_controller() -> None:
+    worker = Tally("none")
+    worker.statuses["accepted"] += 1
+    worker.accepted.append("harness-replay: accepted t.py::test_x -> cassettes/t/test_x.cassette")
+    worker.expected.add(Path("/x/cassettes/t/test_x.cassette"))
+    controller = Tally("none")
+    controller.merge(worker.to_worker_output())
+    assert controller.accepted == worker.accepted
+    assert controller.statuses["accepted"] == 1
