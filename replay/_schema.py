@@ -168,7 +168,7 @@ _PART_FIELDS: dict[str, Check] = {
     "args": _args,
     "timestamp": _opt_name,
 }
-_ERROR_FIELDS: dict[str, Check] = {"type": _name, "message": _text}
+_ERROR_FIELDS: dict[str, Check] = {"type": _name, "message": _text, "attributes": _opt_map}
 _EXCHANGE_FIELDS: dict[str, Check] = {
     "seq": _count,
     "role": _name,
@@ -253,6 +253,11 @@ def _list(value: Any, where: str, *, optional: bool = True) -> list[Any]:
 def _error(value: Any, where: str) -> None:
     if value is not None:
         _fields(value, where, _ERROR_FIELDS, ("type", "message"))
+        attributes = value.get("attributes")
+        if attributes is not None:
+            for key in attributes:  # set on the rebuilt exception: plain public names only
+                if type(key) is not str or not key.isidentifier() or key.startswith("_") or len(key) > MAX_NAME:
+                    raise SchemaError(f"{where}.attributes", f"{visible(repr(key))[:60]} is not a public attribute name")
 
 
 def check_message(message: Any, where: str) -> None:

@@ -51,6 +51,11 @@ class _Model(BaseModel):
 class ErrorInfo(_Model):
     type: str
     message: str
+    attributes: dict[str, Any] | None = None
+    """The exception's own public values that are plain data (``ModelHTTPError.status_code``,
+    ``body``, ``model_name``…), so a replayed error is one code can branch on: retry on a 429,
+    fall back on a 503. Not compared (the replay serves the recorded error: only a cassette
+    written before they were kept would differ)."""
 
 
 class Header(_Model):
@@ -417,6 +422,12 @@ def _unshare_run_texts(raw: dict[str, Any]) -> None:
             run["prompt"] = content
 
 
+def _bare_error(record: dict[str, Any]) -> None:
+    error = record.get("error")
+    if isinstance(error, dict) and error.get("attributes") is None:
+        error.pop("attributes", None)  # an error without values of its own is written exactly as before
+
+
 def to_wire(cassette: Cassette) -> dict[str, Any]:
     data = cassette.model_dump(mode="python", exclude_none=False)
     _share_run_texts(data)
@@ -424,9 +435,12 @@ def to_wire(cassette: Cassette) -> dict[str, Any]:
         ex["messages"] = _runs(ex["messages"])
         if ex.get("carried_over") is None:
             ex.pop("carried_over", None)  # only accepted cassettes carry the key
+        _bare_error(ex)
+    _bare_error(data["outcome"])
     for run in data["runs"]:
         run["history"] = _runs(run["history"])
         run["result"] = _runs(run["result"])
+        _bare_error(run)
         if run.get("parent") is None:
             run.pop("parent", None)  # a cassette without nested runs is written exactly as before
     if data["histories"]:

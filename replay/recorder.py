@@ -159,8 +159,34 @@ def jsonable(value: Any) -> Any:
     return to_jsonable_python(value, fallback=lambda o: f"<{type(o).__qualname__}>", serialize_unknown=False)
 
 
+_ERROR_SKIPPED = frozenset({"message", "args", "headers"})
+"""Not kept: the message is kept already; ``headers`` of a provider's error response can carry
+cookies and account ids, and what code reads of them pydantic-ai copies out (``retry_after``)."""
+
+
 def error_info(exc: BaseException) -> ErrorInfo:
-    return ErrorInfo(type=f"{type(exc).__module__}.{type(exc).__qualname__}", message=str(exc))
+    attributes = {}
+    for name, value in getattr(exc, "__dict__", {}).items():
+        if name.startswith("_") or name in _ERROR_SKIPPED or not name.isidentifier():
+            continue
+        if value is None or isinstance(value, (bool, int, float, str)) or _plain(value):
+            attributes[name] = value
+    return ErrorInfo(
+        type=f"{type(exc).__module__}.{type(exc).__qualname__}", message=str(exc), attributes=attributes or None
+    )
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    """JSON data as it stands (an error body): lists and maps of text keys, scalars, not too deep."""
+    if depth > 16:
+        return False
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, list):
+        return all(_plain(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v, depth + 1) for k, v in value.items())
+    return False
 
 
 # --------------------------------------------------------------------------- message cache

@@ -75,17 +75,25 @@ def _rebuild_error(info: ErrorInfo) -> BaseException:
     module = sys.modules.get(module_name)
     cls = getattr(module, qualname, None) if module is not None else None
     if isinstance(cls, type) and issubclass(cls, Exception):
+        error: BaseException | None = None
         try:
-            return cls(info.message)
+            error = cls(info.message)
         except Exception:
             pass
-        try:  # constructors with more arguments: what handlers match on is the class
-            error = cls.__new__(cls)
-            Exception.__init__(error, info.message)
-            error.message = info.message  # type: ignore[attr-defined]
+        if error is None:
+            try:  # constructors with more arguments: what handlers match on is the class
+                error = cls.__new__(cls)
+                Exception.__init__(error, info.message)
+                error.message = info.message  # type: ignore[attr-defined]
+            except Exception:
+                error = None
+        if error is not None:
+            for name, value in (info.attributes or {}).items():  # status_code, body: what handlers branch on
+                try:
+                    setattr(error, name, value)
+                except Exception:  # a read-only property: the class computes it
+                    pass
             return error
-        except Exception:
-            pass
     return ReplayedModelError(f"{info.type}: {info.message}")
 
 

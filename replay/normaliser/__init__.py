@@ -290,7 +290,7 @@ class NormalCassette:
         out = []
         for run in self.source.runs:
             head = n.value({"role": run.role, "prompt": run.prompt, "output": run.output,
-                            "error": run.error.model_dump() if run.error else None})
+                            "error": run.error.model_dump(exclude={"attributes"}) if run.error else None})
             entry = {"role": head.get("role"), "prompt": head.get("prompt"),
                      "history": [self.messages[i] for i in run.history],
                      "result": [self.messages[i] for i in run.result],
@@ -355,7 +355,7 @@ def _normalise(cassette: Cassette, rules: Rules, schema: Schema | None, conversa
         scenario_id=cassette.header.scenario_id,
         header={k: getattr(cassette.header, k) for k in _COMPARED_HEADER},
         requests=requests,
-        outcome=n.value(cassette.outcome.model_dump()) or {"status": "ok"},
+        outcome=n.value(cassette.outcome.model_dump(exclude={"error": {"attributes"}})) or {"status": "ok"},
         observations=[{"name": o.name, "value": n.value(o.value)} for o in cassette.observations],
         expectations=n.value(cassette.expectations),
         source=cassette,
@@ -445,7 +445,7 @@ def _request(
     if ex.usage:
         body["usage"] = n.root(ex.usage, "usage")
     if ex.error is not None:
-        body["error"] = ex.error.model_dump()
+        body["error"] = ex.error.model_dump(exclude={"attributes"})
     key = digest(
         [
             ex.kind,

@@ -184,3 +184,14 @@ def test_exchange_ordinals_are_what_every_writer_writes() -> None:
         wire["exchanges"][1][field] = value
         with pytest.raises(CassetteError, match=message):
             loads(h.pack(wire))
+
+
+def test_an_errors_attributes_are_public_names_only() -> None:
+    """They are set on the rebuilt exception: a ``__class__`` or ``_private`` key from a file is refused."""
+    for key in ("__class__", "_x", "not a name", "x" * 5000):
+        wire = h.wire(h.SMALL_REAL.read_bytes())
+        wire["outcome"] = {"status": "error", "error": {"type": "builtins.ValueError", "message": "m", "attributes": {key: 1}}}
+        with pytest.raises(CassetteError, match=r"outcome\.error\.attributes: .* is not a public attribute name"):
+            loads(h.pack(wire))
+    wire["outcome"]["error"]["attributes"] = {"status_code": 503}
+    assert loads(h.pack(wire)).outcome.error.attributes == {"status_code": 503}  # type: ignore[union-attr]

@@ -240,3 +240,45 @@ def test_offline_from_two_threads_restores_the_switch_and_keys() -> None:
         assert models.ALLOW_MODEL_REQUESTS is True and not os.environ.get(key)
     finally:
         models.ALLOW_MODEL_REQUESTS = before
+
+
+def test_a_replayed_http_error_keeps_what_handlers_branch_on() -> None:
+    """A 503 retried or fallen back from in the scenario must be a 503 on replay: the recorded error's
+    plain public values (status code, body, model name) are kept and set on the rebuilt exception."""
+    from pydantic_ai.exceptions import ModelHTTPError
+
+    from replay.cassette import dumps, loads
+
+    seen: list[tuple[int, object]] = []
+
+    async def scenario(run: Run) -> str:
+        def fail(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            raise ModelHTTPError(status_code=503, model_name="m", body={"error": "overloaded"})
+
+        try:
+            await Agent(FunctionModel(fail)).run("hi")
+        except ModelHTTPError as exc:
+            seen.append((exc.status_code, exc.body))
+            return f"fell back after {exc.status_code}"
+        return "no error"
+
+    sc = make(scenario, "unit/http_error")
+    recorded = loads(dumps(record(sc)))
+    (ex,) = recorded.exchanges
+    assert ex.error is not None and ex.error.attributes is not None
+    assert ex.error.attributes["status_code"] == 503 and "headers" not in ex.error.attributes
+    result = replay(sc, recorded)
+    assert seen == [(503, {"error": "overloaded"})] * 2
+    assert result.result.outcome == recorded.outcome and result.divergences == []
+
+
+def test_errors_are_written_as_before_without_values_of_their_own_and_never_compared() -> None:
+    from replay.cassette import Cassette, ErrorInfo, Outcome, dumps, loads
+    from replay.differ import diff
+
+    plain = Cassette(outcome=Outcome(status="error", error=ErrorInfo(type="builtins.ValueError", message="m")))
+    assert b"attributes" not in dumps(plain)
+    rich = Cassette(outcome=Outcome(status="error", error=ErrorInfo(type="builtins.ValueError", message="m",
+                                                                    attributes={"code": 7})))
+    assert loads(dumps(rich)).outcome.error.attributes == {"code": 7}  # type: ignore[union-attr]
+    assert not diff(plain, rich).changed  # a cassette written before they were kept is not a change
