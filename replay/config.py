@@ -129,6 +129,8 @@ def _load(path: Path, stamp: int, cwd: Path) -> Config:
             loader[name] = value
     if "max_bytes" in loader:
         kwargs["max_bytes"] = loader["max_bytes"]
+    for name in ("cassettes", "scenarios", "results"):  # defaults are the project's folders too, wherever it is run from
+        kwargs.setdefault(name, _relative(base / getattr(Config, name)))
     return Config(source=path, extra=extra, loader_limits=tuple(sorted(loader.items())), **kwargs)
 
 

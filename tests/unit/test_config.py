@@ -48,3 +48,18 @@ def test_every_loader_limit_is_settable(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text("[tool.replay]\nmax-depth = 7\nmax-references = 99\nmax-items = 5\n")
     got = limits(load_config(tmp_path))
     assert (got.max_depth, got.max_references, got.max_items) == (7, 99, 5)
+
+
+def test_default_folders_are_the_projects_from_any_subdirectory(cli, project: Path, write_scenario) -> None:
+    """The nearest pyproject.toml is the project: from its ``tests/`` folder, ``replay run`` found no
+    ``scenarios/`` (there was none there) and an explicit target wrote ``tests/.replay/``."""
+    write_scenario()
+    assert cli("record").code == 0
+    sub = project / "tests"
+    sub.mkdir()
+    r = cli("run", cwd=sub)
+    assert r.code == 0 and "SAME" in r.out, r.err
+    assert not (sub / ".replay").exists() and (project / ".replay" / "results").is_dir()
+    c = load_config(sub)
+    assert [p.resolve() for p in (c.cassettes, c.scenarios, c.results)] == [
+        project.resolve() / "cassettes", project.resolve() / "scenarios", project.resolve() / ".replay" / "results"]
