@@ -489,7 +489,7 @@ def check(
             )
         )
     else:
-        emit(reports, fmt.value, title="harness-replay check")
+        emit(reports, fmt.value, title="harness-replay check", checks_only=True)
     _exit_for(reports)
 
 

@@ -268,9 +268,12 @@ def _t(text: str) -> str:
     return rich_escape(visible(text))
 
 
-def print_text(reports: Sequence[ScenarioReport], console: Console | None = None, *, details: bool = True) -> None:
+def print_text(
+    reports: Sequence[ScenarioReport], console: Console | None = None, *, details: bool = True, checks_only: bool = False
+) -> None:
+    """``checks_only``: ``replay check``'s wording (OK / VIOLATED, "cassettes"), whatever the reports hold —
+    a run or diff whose every target errored has no diff either, and is still a run."""
     console = console or Console(highlight=False, soft_wrap=True, emoji=False)
-    checks_only = all(r.diff is None for r in reports)
     for r in reports:
         style = _STYLE[r.status]
         label = _CHECK_LABEL[r.status] if checks_only else r.status.upper()
@@ -418,7 +421,14 @@ def write_step_summary(text: str) -> None:
             fh.write(text)
 
 
-def emit(reports: Sequence[ScenarioReport], fmt: Format, console: Console | None = None, title: str = "harness-replay") -> None:
+def emit(
+    reports: Sequence[ScenarioReport],
+    fmt: Format,
+    console: Console | None = None,
+    title: str = "harness-replay",
+    *,
+    checks_only: bool = False,
+) -> None:
     """Print ``reports`` in ``fmt``; Markdown also goes to ``$GITHUB_STEP_SUMMARY`` when set."""
     from .scrub import redact
 
@@ -430,7 +440,7 @@ def emit(reports: Sequence[ScenarioReport], fmt: Format, console: Console | None
     elif fmt == "junit":
         print(junit(reports, title), end="")
     else:
-        print_text(reports, console)
+        print_text(reports, console, checks_only=checks_only)
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         write_step_summary(markdown(reports, title))
     if os.environ.get("GITHUB_ACTIONS") == "true":  # the runner reads workflow commands from stdout and stderr alike

@@ -151,3 +151,16 @@ def test_a_file_that_fails_to_import_errors_only_its_scenarios(cli, write_scenar
     # an id elsewhere never imports the broken file at all
     r = cli("run", "simple/compact")
     assert r.code == 0 and "1 same" in r.out and "newer" not in r.out + r.err
+
+
+def test_a_run_whose_every_scenario_errored_still_speaks_as_a_run(cli, project: Path, write_scenario) -> None:
+    """No scenario got a diff, but it is still a run: not check's "cassettes: 0 ok, 0 with violations"."""
+    write_scenario()
+    r = cli("run", "simple/compact")  # never recorded
+    assert r.code == 2 and r.out.splitlines()[-1] == "1 scenarios: 0 same, 0 changed, 1 error", r.out
+    assert r.out.startswith("ERROR    simple/compact")
+    bad = project / "cassettes" / "bad.cassette"
+    bad.parent.mkdir(parents=True, exist_ok=True)
+    bad.write_bytes(b"not a cassette")
+    r = cli("check", bad)  # check keeps its own wording when every cassette errored
+    assert r.code == 2 and r.out.splitlines()[-1] == "1 cassettes: 0 ok, 0 with violations, 1 error", r.out
