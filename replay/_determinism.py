@@ -295,10 +295,6 @@ def _blind(value: Any) -> str:
     return _ALIAS.sub(lambda m: f"<{m.group(1)}>", text)
 
 
-def _short(value: Any, limit: int = 60) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=repr)
-    text = text.replace("\n", "\\n")
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def value_at(value: Any, path: str, absent: Any = "<absent>") -> Any:
@@ -319,6 +315,7 @@ def describe_difference(a: Cassette, b: Cassette) -> str:
     swap rather than as two changes.
     """
     from .normaliser import normalise
+    from .reporter import _pair
 
     na, nb = normalise(a), normalise(b)
     bodies = [
@@ -338,7 +335,7 @@ def describe_difference(a: Cassette, b: Cassette) -> str:
                 return f"{label} and {other[0]}[{other[1]}] swapped places (each sent what the other sent)"
         va, vb = json.loads(x), json.loads(y)
         where = first_difference(va, vb) or "<root>"
-        return f"{label} differs at {where}: {_short(value_at(va, where))} → {_short(value_at(vb, where))}"
+        return "{} differs at {}: {} → {}".format(label, where, *_pair(value_at(va, where), value_at(vb, where), 60))
     seq = [[(ex.role, ex.index) for ex in sorted(c.exchanges, key=lambda ex: ex.seq)] for c in (a, b)]
     for i, (x, y) in enumerate(zip(*seq)):
         if x != y:

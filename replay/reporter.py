@@ -42,8 +42,15 @@ class ScenarioReport:
 
 
 def _pair(old: Any, new: Any, limit: int = 80) -> tuple[str, str]:
-    """Both sides of a change; long strings are shown around their first difference."""
-    if isinstance(old, str) and isinstance(new, str) and max(len(old), len(new)) > limit:
+    """Both sides of a change; long values are shown around their first difference.
+
+    Two long texts that differ past the first ``limit`` characters would otherwise print as the
+    same prefix on both sides of the arrow (an observation quoting a run id, a search result).
+    """
+    if not isinstance(old, str) or not isinstance(new, str):
+        old, new = (v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str) for v in (old, new))
+    old, new = old.replace("\n", "\\n"), new.replace("\n", "\\n")
+    if max(len(old), len(new)) > limit:
         p = 0
         while p < min(len(old), len(new)) and old[p] == new[p]:
             p += 1
@@ -175,9 +182,9 @@ def diff_lines(d: Diff, *, details: bool = True, max_changes: int = 12) -> list[
     lines.append("requests per role: " + ", ".join(counts))
     lines += _estimates_lines(d)
     if d.outcome:
-        lines.append(f"outcome: {_short(d.outcome[0])} → {_short(d.outcome[1])}")
+        lines.append("outcome: {} → {}".format(*_pair(d.outcome[0], d.outcome[1])))
     for c in d.observations:
-        lines.append(f"observation {c.path.removeprefix('observations.')}: {_short(c.old)} → {_short(c.new)}")
+        lines.append("observation {}: {} → {}".format(c.path.removeprefix("observations."), *_pair(c.old, c.new)))
     for note in d.notes:
         lines.append(f"divergence: {note}")
     lines += violation_lines(d)

@@ -43,3 +43,22 @@ def test_request_estimates_are_one_line_per_agent_of_the_scenario() -> None:
     lines = [line for line in diff_lines(d) if "request estimates" in line]
     assert lines == ["main request estimates: recorded [76, 101] → replayed [76, 140]",
                      "writer request estimates: recorded [3] → replayed [9]"]
+
+
+def test_long_observations_and_outcomes_show_where_they_differ() -> None:
+    """A search result quoting a run id differs at character 90: both sides printed the same prefix."""
+    from replay.differ import Change, Diff
+    from replay.reporter import diff_lines
+
+    head = "Found 1 match(es) for 'deploy key' in 8 persisted messages:\n\n[score: 2.5 | run sp-aGlzdDAx"
+    d = Diff(
+        scenario_id="s", a_label="recorded", b_label="replayed", roles=[], requests=[], main_requests=[],
+        outcome=({"output": head + "A", "status": "ok"}, {"output": head + "B", "status": "ok"}),
+        observations=[Change("observations.tool_returns[0]", "changed", head + "LTA3Mm tail", head + "LTM3YjI tail")],
+    )
+    lines = diff_lines(d)
+    (obs,) = [line for line in lines if line.startswith("observation")]
+    old, new = obs.split(": ", 1)[1].split(" → ")
+    assert old != new and "LTA3Mm" in old and "LTM3YjI" in new, obs
+    (out,) = [line for line in lines if line.startswith("outcome")]
+    assert out.split(" → ")[0] != "outcome: " + out.split(" → ")[1], out
