@@ -32,7 +32,10 @@ from urllib.parse import urlsplit, urlunsplit
 REQUEST_HEADERS = frozenset(
     {"content-type", "anthropic-version", "anthropic-beta", "openai-beta", "x-goog-api-client-beta", "prefer"}
 )
-RESPONSE_HEADERS = frozenset({"content-type"})
+RESPONSE_HEADERS = frozenset({"content-type", "x-should-retry", "retry-after", "retry-after-ms"})
+"""What the SDK reads of an answer to decide what it does next: whether and when to retry an error
+(a 500 with ``x-should-retry: false`` is not retried; without the header a replay retried and found no
+second answer in the cassette)."""
 _CLIENT_MODULES = ("httpx2", "httpx")
 
 

@@ -97,6 +97,19 @@ async def reasoning(run: Run) -> str:
     return (await agent.run("Two plus two?")).output
 
 
+@scenario("wire/server_error")
+async def server_error(run: Run) -> str:
+    # The SDK's default retries: a 500 that says `x-should-retry: false` is not retried. A replay that
+    # dropped the header retried, found no second answer in the cassette and diverged.
+    from pydantic_ai.exceptions import ModelHTTPError
+
+    agent = Agent(OpenAIChatModel("gpt-4o-mini", provider=openai_provider()))
+    try:
+        return (await agent.run("Hello?")).output
+    except ModelHTTPError as exc:
+        return f"handled {exc.status_code}"
+
+
 @scenario("wire/anthropic")
 async def anthropic(run: Run) -> str:
     from pydantic_ai.models.anthropic import AnthropicModel, AnthropicModelSettings
@@ -116,6 +129,7 @@ SCRIPTS: dict[str, list[Reply | str]] = {
     "wire/responses": [Reply.tool_call("get_weather", {"city": "Oslo"}, id="call_o1"), "Oslo: sunny."],
     "wire/anthropic": [Reply.tool_call("get_weather", {"city": "Lima"}, id="toolu_l1"), "Lima: sunny."],
     "wire/reasoning": ["Four."],
+    "wire/server_error": [],  # the script is empty: HTTP 500, x-should-retry: false
     "wire/groq": [Reply.tool_call("get_weather", {"city": "Quito"}, id="call_q1"), "Quito: sunny."],
     "wire/mistral": [Reply.tool_call("get_weather", {"city": "Nice"}, id="call_n1"), "Nice: sunny."],
 }
@@ -188,11 +202,13 @@ def test_each_call_keeps_the_exact_body_the_provider_received(recorded: dict[str
         assert sent == srv.requests, sid
         for ex in c.exchanges:
             (w,) = ex.wire or ()
-            assert w.status == 200 and w.method == "POST"
+            assert w.status == (500 if sid == "wire/server_error" else 200) and w.method == "POST"
             assert "authorization" not in w.request_headers and "x-api-key" not in w.request_headers
             assert w.response, "the raw answer is kept"
     stream = load(cassette_path(project / "cassettes", "wire/chat_stream")).exchanges[0].wire
     assert stream and stream[0].stream and stream[0].response.startswith("data: ")
+    (failed,) = load(cassette_path(project / "cassettes", "wire/server_error")).exchanges[0].wire or ()
+    assert failed.response_headers.get("x-should-retry") == "false"  # what the SDK decides retries by
     anthropic = load(cassette_path(project / "cassettes", "wire/anthropic"))
     first = request_body(anthropic, anthropic.exchanges[0].wire[0])  # type: ignore[index]
     assert "cache_control" in json.dumps(first["system"]), first["system"]
@@ -203,7 +219,7 @@ def test_wire_replay_is_same_with_no_server_no_key(recorded: dict[str, FakeOpenA
     before = {sid: len(srv.requests) for sid, srv in recorded.items()}
     res = cli("run")
     assert res.code == 0, res.out + res.err
-    assert "7 scenarios: 7 same" in res.out, res.out
+    assert "8 scenarios: 8 same" in res.out, res.out
     assert {sid: len(srv.requests) for sid, srv in recorded.items()} == before
 
 
