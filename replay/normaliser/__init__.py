@@ -193,6 +193,17 @@ class Normaliser:
                 out[key] = norm
         return out
 
+    def settings(self, value: Any) -> Any:
+        """Model settings: a key is there because someone set it, so ``0``/``False``/``""`` are values
+        (temperature 0 is not the provider's default temperature); only ``None`` means unset."""
+        if isinstance(value, dict):
+            return {k: self.settings(v) for k, v in value.items() if v is not None and k not in VOLATILE_KEYS}
+        if isinstance(value, list):
+            return [self.settings(v) for v in value]
+        if isinstance(value, str):
+            return self.aliases.text(value)
+        return value
+
     def root(self, value: Any, name: str) -> Any:
         """Normalise a value of a known root kind (``message``, ``parameters``, ``usage``)."""
         return self.value(value, self.schema.root(name))
@@ -345,8 +356,12 @@ def _normalise(cassette: Cassette, rules: Rules, schema: Schema | None, conversa
             order = _visit_order(cassette, exchanges)
     messages, message_digests = _messages(cassette, n, order)
     params = {ex.parameters for ex in cassette.exchanges if ex.parameters is not None}
+    settings = {ex.settings for ex in cassette.exchanges if ex.settings is not None} - params
     parameters_kind = n.schema.root("parameters")
-    blobs = [n.value(sent_parameters(b), parameters_kind) if i in params else n.value(b) for i, b in enumerate(cassette.blobs)]
+    blobs = [
+        n.value(sent_parameters(b), parameters_kind) if i in params else n.settings(b) if i in settings else n.value(b)
+        for i, b in enumerate(cassette.blobs)
+    ]
     requests: dict[str, list[NormalRequest]] = {}
     for ex in exchanges:
         body, key = _request(ex, cassette, messages, message_digests, blobs, n)

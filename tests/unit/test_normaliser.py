@@ -226,3 +226,23 @@ def test_normalise_drops_unsent_fields_of_messages_and_parameters() -> None:
     body = normalise(b.cassette).requests["main"][0].body
     assert body["messages"][0]["parts"][0] == {"part_kind": "tool-return", "tool_name": "t", "content": "5"}
     assert body["parameters"]["function_tools"] == [{"name": "t"}]
+
+
+def test_a_setting_of_zero_or_false_is_a_value_not_unset() -> None:
+    """temperature=0 and parallel_tool_calls=False were dropped as "empty": a run that stopped setting them
+    (the provider's defaults: temperature 1, parallel calls on) replayed SAME."""
+    from replay.differ import diff
+
+    def with_settings(settings: dict) -> Cassette:
+        b = CassetteBuilder(Header(scenario_id="unit/s"))
+        req = {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "hi"}]}
+        b.cassette.exchanges.append(Exchange(seq=0, role="main", index=0, kind="request", messages=b.messages([req]),
+                                             settings=b.blob(settings)))
+        return b.cassette
+
+    chosen = with_settings({"temperature": 0.0, "parallel_tool_calls": False, "seed": 0, "stop_sequences": []})
+    assert normalise(chosen).requests["main"][0].body["settings"] == {
+        "temperature": 0.0, "parallel_tool_calls": False, "seed": 0, "stop_sequences": []}
+    d = diff(chosen, with_settings({}))
+    assert d.changed and "temperature" in str(d.requests[0].changes)
+    assert not diff(with_settings({"temperature": None}), with_settings({})).changed  # None is unset
