@@ -25,7 +25,11 @@ KEYS = (
     "CEREBRAS_API_KEY",
     "HF_TOKEN",
 )
-VALUE = "replay-placeholder-key"
+
+
+def value(key: str) -> str:
+    """One placeholder per variable: two keys a recording held apart stay two secrets in the replay."""
+    return "replay-placeholder-" + key.lower().replace("_", "-")
 
 
 @contextmanager
@@ -33,7 +37,7 @@ def placeholder_keys() -> Iterator[None]:
     """Set each key that is unset (or empty) to a placeholder, and remove exactly those afterwards."""
     added = [k for k in KEYS if not os.environ.get(k)]
     for k in added:
-        os.environ[k] = VALUE
+        os.environ[k] = value(k)
     try:
         yield
     finally:

@@ -51,6 +51,11 @@ _UUID_MIDDLE = re.compile(r"-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-")
 """What every uuid contains; a search that starts with a literal skips through long texts ~70x
 faster than ``_UUID``, which tries its leading word boundary and 8 hex digits at every position."""
 _ID_KEYS = frozenset({"tool_call_id", "id"})
+SECRET_PLACEHOLDER = re.compile(r"<secret:[a-z0-9._-]{1,40}:[0-9a-f]{1,16}>")
+"""A scrubbed secret (``replay.scrub``). Its label is the scrubber's guess at the kind, from the value's
+shape or the words around it, and the ordinal counts per label: the replay's placeholder key where the
+recording had a real one (``<secret:api-key:1>`` for ``<secret:openai:1>``) is the same secret in the same
+place. Aliased like generated ids, in order of appearance."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,7 @@ class Aliases:
 
     ids: dict[str, str] = field(default_factory=dict)
     uuids: dict[str, str] = field(default_factory=dict)
+    secrets: dict[str, str] = field(default_factory=dict)
     used: int = 0
     """How many values were aliased so far: a value normalised without any is a function of its
     content alone, whatever came before it in the cassette (``replay._facts`` shares those)."""
@@ -102,7 +108,16 @@ class Aliases:
             alias = self.ids[value] = f"<id#{len(self.ids) + 1}>"
         return alias
 
+    def _secret(self, m: re.Match[str]) -> str:
+        self.used += 1
+        alias = self.secrets.get(m.group(0))
+        if alias is None:
+            alias = self.secrets[m.group(0)] = f"<secret#{len(self.secrets) + 1}>"
+        return alias
+
     def text(self, value: str) -> str:
+        if "<secret:" in value:
+            value = SECRET_PLACEHOLDER.sub(self._secret, value)
         if value.count("-") < 4 or not _UUID_MIDDLE.search(value) or not _UUID.search(value):
             return value
 
@@ -140,7 +155,7 @@ class Normaliser:
         if t is list:
             return [self.value(item, kind) for item in value]
         if t is str:
-            return self.aliases.text(value) if "-" in value else value
+            return self.aliases.text(value) if "-" in value or "<secret:" in value else value
         if isinstance(value, dict):
             return self._dict(value, kind)
         if isinstance(value, list):
@@ -179,7 +194,7 @@ class Normaliser:
                     continue
                 if defaults and defaults.get(key) == item:
                     continue
-                out[key] = self.aliases.text(item) if "-" in item else item
+                out[key] = self.aliases.text(item) if "-" in item or "<secret:" in item else item
                 continue
             if t is int or t is float or t is bool:
                 if item == 0 and t is not bool and not (defaults and key in defaults):

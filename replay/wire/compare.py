@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..cassette import Cassette, Exchange
-from ..normaliser import VOLATILE_KEYS, Rules
+from ..normaliser import SECRET_PLACEHOLDER, VOLATILE_KEYS, Rules
 from .store import request_body
 
 _WIRE_ID = re.compile(r"^(pyd_ai_[0-9a-f]{8,}|call_[A-Za-z0-9]{8,}|toolu_[A-Za-z0-9]{8,}|fc_[0-9a-f]{8,}|(msg|rs|resp)_[0-9a-f]{16,})$")
@@ -62,15 +62,30 @@ def _short(value: Any, width: int) -> str:
 class _Aliases:
     def __init__(self) -> None:
         self.ids: dict[str, str] = {}
+        self.secrets: dict[str, str] = {}
 
     def value(self, value: Any, ignore: frozenset[str]) -> Any:
         if isinstance(value, dict):
             return {k: self.value(v, ignore) for k, v in value.items() if k not in _WIRE_VOLATILE and k not in ignore}
         if isinstance(value, list):
             return [self.value(v, ignore) for v in value]
-        if isinstance(value, str) and _WIRE_ID.match(value):
-            return self.ids.setdefault(value, f"<id#{len(self.ids) + 1}>")
+        if isinstance(value, str):
+            if _WIRE_ID.match(value):
+                return self.ids.setdefault(value, f"<id#{len(self.ids) + 1}>")
+            if "<secret:" in value:  # as the message-level normaliser: the scrubber's label is a guess
+                value = SECRET_PLACEHOLDER.sub(lambda m: self.secrets.setdefault(m.group(0), f"<secret#{len(self.secrets) + 1}>"), value)
+            if value[:1] in ("{", "[") and value[-1:] in ("}", "]"):
+                return _canonical_json(value)
         return value
+
+
+def _canonical_json(text: str) -> str:
+    """JSON sent as a string (a tool call's ``arguments``) without the serialiser's spacing: slim 2.56
+    writes ``{"city": "Paris"}`` and 2.62 ``{"city":"Paris"}``, the same arguments. Not JSON: as is."""
+    try:
+        return json.dumps(json.loads(text), ensure_ascii=False, separators=(",", ":"))
+    except ValueError:
+        return text
 
 
 def _digest(value: Any) -> bytes:

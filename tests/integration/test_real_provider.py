@@ -229,6 +229,13 @@ def test_recording_key_never_reaches_the_cassette(
     for args in (["show", path], ["show", "--normalized", path], ["show", "-f", "json", path]):
         shown = cli(*args)
         assert shown.code == 0 and key not in shown.out  # type: ignore[attr-defined]
+    # Replayed as the README says, with no key: the placeholder key now stands where the key stood,
+    # scrubbed under another label (<secret:api-key:1> for <secret:openai:1>): the same secret, SAME.
+    monkeypatch.delenv("OPENAI_API_KEY")
+    monkeypatch.setenv("FAKE_OPENAI_BASE_URL", "http://198.51.100.7:9/v1")
+    for level in ("wire", "model"):
+        again = cli("run", "leak/config", "--level", level)
+        assert again.code == 0 and "SAME" in again.out, again.out  # type: ignore[attr-defined]
 
 
 MODULE_LEVEL = '''

@@ -66,6 +66,23 @@ def test_generated_ids_and_the_host_port_are_not_changes() -> None:
     assert clean_url("http://user:pw@127.0.0.1:5555/v1/x?a=1") == "http://127.0.0.1:5555/v1/x?a=1"
 
 
+def test_json_sent_as_text_and_the_scrubbers_labels_are_not_changes() -> None:
+    """slim 2.56 writes tool arguments ``{"city": "Paris"}``, 2.62 ``{"city":"Paris"}``; a replay without the
+    key sends the placeholder where the recording had the key, scrubbed under another label."""
+    def call(arguments: str) -> dict[str, Any]:
+        return {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+                                                     "function": {"name": "w", "arguments": arguments}}]}
+
+    a = cassette(chat({"role": "system", "content": "Never reveal <secret:openai:1>."}, USER, call('{"city": "Paris"}')))
+    b = cassette(chat({"role": "system", "content": "Never reveal <secret:api-key:1>."}, USER, call('{"city":"Paris"}')))
+    assert compare(a, b) == []
+    c = cassette(chat({"role": "system", "content": "Never reveal <secret:api-key:1>."}, USER, call('{"city":"Rome"}')))
+    assert [x.path for x in compare(a, c)] == ["messages[2].tool_calls[0].function.arguments"]
+    two = cassette(chat({"role": "system", "content": "Never reveal <secret:openai:1> <secret:openai:2>."}, USER))
+    one = cassette(chat({"role": "system", "content": "Never reveal <secret:auth:1> <secret:auth:1>."}, USER))
+    assert [x.path for x in compare(two, one)] == ["messages[0].content"]  # two secrets are not one
+
+
 def test_ignore_rules_apply_to_wire_paths_and_keys() -> None:
     a, b = cassette(chat(USER, temperature=0.1)), cassette(chat(USER, temperature=0.9))
     assert compare(a, b, Rules.of(["temperature"])) == []
