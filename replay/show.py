@@ -44,6 +44,8 @@ def render_json(cassette: Cassette, *, normalized: bool = False, rules: Rules | 
                 "usage": ex.usage,
                 "events": ex.events,
                 "error": ex.error.model_dump() if ex.error else None,
+                **({"wire": [_wire_json(c, w) for w in ex.wire]} if ex.wire else {}),
+                **({"carried_over": ex.carried_over} if ex.carried_over else {}),
             }
             for ex in c.exchanges
         ],
@@ -136,6 +138,15 @@ def _entry(head: str, value: Any, indent: str) -> Iterator[str]:
         yield f"{head} {_line(value)}"
 
 
+def _wire_json(c: Cassette, w: Any) -> dict[str, Any]:
+    from .wire.store import request_body
+
+    return {
+        "method": w.method, "url": w.url, "request_headers": w.request_headers, "body": request_body(c, w),
+        "status": w.status, "response_headers": w.response_headers, "response": w.response,
+    }
+
+
 def _raw_lines(cassette: Cassette, *, normalized: bool = False) -> Iterator[str]:
     h = cassette.header
     yield f"# harness-replay cassette: {h.scenario_id}"
@@ -146,6 +157,7 @@ def _raw_lines(cassette: Cassette, *, normalized: bool = False) -> Iterator[str]
         from .normaliser import normalise
 
         n = normalise(cassette)
+        wire = _normal_wire(cassette)
         for role, requests in n.requests.items():
             for i, req in enumerate(requests):
                 yield f"== {role}[{i}] {req.kind}"
@@ -155,6 +167,8 @@ def _raw_lines(cassette: Cassette, *, normalized: bool = False) -> Iterator[str]
                             yield from _entry(f"  messages[{j}]:", m, "  ")
                     elif key != "kind":
                         yield from _entry(f"  {key}:", value, "  ")
+                for k, (method, path, body) in enumerate(wire.get((role, req.index), ())):
+                    yield from _entry(f"  wire[{k}] {method} {path}:", body, "  ")
         yield from _entry("== outcome:", n.outcome, "")
         for o in n.observations:
             yield from _entry(f"== observation {o['name']}:", o["value"], "")
@@ -188,6 +202,15 @@ def _raw_lines(cassette: Cassette, *, normalized: bool = False) -> Iterator[str]
             yield f"  source[{j}] {_message(m)}"
         for j, m in enumerate(cassette.expand(hist.messages)):
             yield f"  [{j}] {_message(m)}"
+
+
+def _normal_wire(cassette: Cassette) -> dict[tuple[str, int], list[tuple[str, str, Any]]]:
+    """The request bodies the wire comparison compares (none for in-process models: no import then)."""
+    if not any(ex.wire for ex in cassette.exchanges):
+        return {}
+    from .wire.compare import normal_bodies
+
+    return normal_bodies(cassette)
 
 
 # --------------------------------------------------------------------------- bounded output

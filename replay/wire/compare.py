@@ -163,6 +163,18 @@ def bodies(cassette: Cassette, ex: Exchange) -> list[tuple[str, str, Any]]:
     return [(w.method, urlsplit(w.url).path, request_body(cassette, w)) for w in ex.wire or ()]
 
 
+def normal_bodies(cassette: Cassette, rules: Rules = Rules()) -> dict[tuple[str, int], list[tuple[str, str, Any]]]:
+    """Each call's HTTP requests as :func:`compare` sees them (ids and secrets aliased in the same order,
+    volatile and ignored keys dropped): what ``replay show --normalized`` prints for the wire."""
+    aliases, ignore = _Aliases(), rules.keys
+    return {
+        (role, ex.index): [(m, path, aliases.value(body, ignore)) for m, path, body in bodies(cassette, ex)]
+        for role, xs in cassette.by_role().items()
+        for ex in xs
+        if ex.wire
+    }
+
+
 def compare(a: Cassette, b: Cassette, rules: Rules = Rules()) -> list[WireChange]:
     """Wire-body differences, per role and ordinal, for calls that have HTTP exchanges on both sides."""
     changes: list[WireChange] = []

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ROOT
 from fake_openai import FakeOpenAI, Reply
 
 from replay.cassette import cassette_path, load
@@ -357,3 +358,16 @@ def test_anthropic_cache_breakpoints_are_counted_and_compared(
     res = cli("run", "wire/anthropic")
     assert "cache breakpoints at main[0]: 0 → 1" in res.out, res.out
     assert "main[0] wire: + system[0].cache_control" in res.out, res.out
+
+
+def test_show_prints_what_the_wire_comparison_compares(recorded: dict[str, FakeOpenAI], cli: Callable[..., Any], project: Path) -> None:
+    """``show --normalized`` is the git textconv: a cassette whose only change is on the wire (a setting
+    slim maps to a body field) must not read as identical there while ``replay diff`` says CHANGED."""
+    path = cassette_path(project / "cassettes", "wire/reasoning")
+    text = cli("show", "--normalized", path).out
+    assert "  wire[0] POST /v1/chat/completions:" in text and "reasoning_effort:" in text, text
+    doc = json.loads(cli("show", "--format", "json", path).out)
+    (w,) = doc["requests"][0]["wire"]
+    assert w["body"] == recorded["wire/reasoning"].requests[0] and w["status"] == 200 and w["response"]
+    plain = cli("show", "--normalized", cassette_path(ROOT / "cassettes", "coverage/tool_call")).out
+    assert "wire[" not in plain  # in-process models have no wire
