@@ -4,6 +4,7 @@ breaks it and one that does not, then on real recordings of the bundled seed sce
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -219,6 +220,32 @@ def test_grew_request_flags_a_summary_larger_than_the_history_it_replaced() -> N
     assert v.evidence["after"] == [main.estimate] and main.estimate is not None and main.estimate > v.evidence["before"]
     assert v.evidence["requests"] == [0]
     assert f"{v.evidence['before']} tokens before, {main.estimate} after (main[0])" in v.message
+
+
+def test_grew_request_is_not_judged_where_this_version_cannot_load_the_history(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cassette of a later slim checked under an earlier one (a matrix cell) can hold part kinds the
+    earlier cannot load: its history was then measured by hand without its instructions (37 tokens) and
+    the compacted request by the harness (279): a phantom growth, or a real one read as gone."""
+    from replay import _facts
+
+    def build() -> Cassette:
+        b = Build()
+        run = b.run("continue", turns(5, "noted {}"), [])
+        summarize(b, "summarize U1..U5", "retained note " * 200)
+        sent = [ModelRequest(parts=[UserPromptPart("U1"), SystemPromptPart("retained note " * 200)]), reply("noted 5"),
+                user("continue")]
+        b.request("main", run, sent, reply("ready"))
+        b.cassette.runs[run].result = b.ids([*sent, reply("ready")])
+        return b.cassette
+
+    assert len(only(build(), "compaction_grew_request")) == 1
+    real = _facts._load
+    monkeypatch.setattr(_facts, "_load", lambda m: None if "U3" in json.dumps(m) else real(m))  # a part kind it lacks
+    assert only(build(), "compaction_grew_request") == []
+    # and where it must guess (an estimate of what it cannot load), the guess counts the instructions too
+    monkeypatch.setattr(invariants, "load_messages", lambda messages: (_ for _ in ()).throw(ValueError("unknown part")))
+    message = {"kind": "request", "instructions": "i" * 400, "parts": [{"part_kind": "user-prompt", "content": "u" * 40}]}
+    assert invariants._exact([message]) == (40 + 400) // 4
 
 
 def test_grew_request_ignores_real_shrinking_and_plain_additions() -> None:
