@@ -63,18 +63,28 @@ def record_scenarios(scenarios: Sequence[Scenario], cassettes: Path, *, force: b
         if error is not None:  # the author should see it now, whether expected or not
             message = error.message.splitlines()[0] if error.message else ""
             detail += f" {error.type.rsplit('.', 1)[-1]}: {message[:120]}"
-        if not sc.error_expected(error.type if error else None):
-            why = (
-                f"raised {error.type.rsplit('.', 1)[-1]}: {(error.message.splitlines() or [''])[0][:120]}"
-                if error is not None
-                else "returned normally"
-            )
-            expected = f"expected {sc.expect_error}" if sc.expect_error else "declare it with @scenario(expect_error=...) if intended"
-            out.append(RecordOutcome(sc.id, path, "error", f"{why}; {expected}; nothing written"))
+        undeclared = not_as_declared(sc, cassette)
+        if undeclared is not None:
+            out.append(RecordOutcome(sc.id, path, "error", f"{undeclared}; nothing written"))
             continue
         save(cassette, path)
         out.append(RecordOutcome(sc.id, path, "recorded", detail))
     return out
+
+
+def not_as_declared(sc: Scenario, cassette: Cassette) -> str | None:
+    """Why a recording is no baseline: it ended with an error the scenario did not declare, or without
+    the one it declared (``@scenario(expect_error=...)``); None when it ended as declared."""
+    error = cassette.outcome.error
+    if sc.error_expected(error.type if error else None):
+        return None
+    why = (
+        f"raised {error.type.rsplit('.', 1)[-1]}: {(error.message.splitlines() or [''])[0][:120]}"
+        if error is not None
+        else "returned normally"
+    )
+    expected = f"expected {sc.expect_error}" if sc.expect_error else "declare it with @scenario(expect_error=...) if intended"
+    return f"{why}; {expected}"
 
 
 def located(report: ScenarioReport, sc: Scenario, seconds: float) -> ScenarioReport:
@@ -257,6 +267,10 @@ def accept(
         sc = scenarios.get(sid)
         if sc is not None and in_process_only(recorded):
             fresh = record(sc)
+            undeclared = not_as_declared(sc, fresh)
+            if undeclared is not None:  # what `replay record` would refuse is no baseline either
+                out.append(AcceptOutcome(sid, "not accepted", undeclared))
+                continue
             found = invariants.new_violations(recorded, fresh)
             if found and not violations:
                 out.append(AcceptOutcome(sid, "not accepted", _violations_text(found)))
@@ -274,6 +288,10 @@ def accept(
             out.append(AcceptOutcome(sid, "not accepted", "no replay result was written (--out)"))
             continue
         result = load(Path(r.result), limits)
+        undeclared = not_as_declared(sc, result) if sc is not None else None
+        if undeclared is not None:
+            out.append(AcceptOutcome(sid, "not accepted", undeclared))
+            continue
         changed = {(q.role, q.index) for q in r.diff.requests if q.status != "removed"}
         marked = _mark_carried_over(recorded, result, changed)
         save(result, path)

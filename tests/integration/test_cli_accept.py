@@ -103,6 +103,41 @@ def test_new_violations_are_not_accepted_unless_asked(cli: Callable[..., Any], p
     assert r.code == 0 and "accepted     exp/answer" in r.err and target.read_bytes() != before
 
 
+DECLARED = '''
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, TextPart
+from pydantic_ai.models.function import FunctionModel
+
+from replay import Run, scenario
+
+RAISE_ON = "ok"
+
+
+@scenario("err/declared", expect_error="ValueError")
+async def declared(run: Run) -> str:
+    result = await Agent(FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("ok")]))).run("go")
+    if result.output == RAISE_ON:
+        raise ValueError("the harness accepted a blank summary")
+    return result.output
+'''
+
+
+def test_a_replay_that_no_longer_ends_as_declared_is_not_accepted(cli: Callable[..., Any], project: Path) -> None:
+    """`replay record` refuses a run that ends without the error it declares; `--accept` wrote it."""
+    scenario = project / "scenarios" / "err.py"
+    scenario.write_text(DECLARED)
+    assert cli("record").code == 0
+    target = project / "cassettes" / "err" / "declared.cassette"
+    before = target.read_bytes()
+    scenario.write_text(DECLARED.replace('RAISE_ON = "ok"', 'RAISE_ON = "nope"'))
+    assert cli("record", "--force").code == 2 and target.read_bytes() == before
+    for flag in ("--accept", "--accept-violations"):
+        r = cli("run", flag)
+        assert r.code == 1, r.out + r.err
+        assert "not accepted err/declared: returned normally; expected ValueError" in r.err, r.err
+        assert target.read_bytes() == before
+
+
 @pytest.fixture
 def provider_project(project: Path, cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> Path:
     (project / "scenarios" / "prov.py").write_text(PROVIDER)
