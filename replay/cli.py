@@ -350,6 +350,7 @@ def run(
     from . import _pipeline
     from .reporter import emit
     config = _config()
+    _import_checks(config)  # a replay's own violations include the project's checks, as `check` reports them
     from .replayer import offline
 
     failures: list[Any] = []
@@ -414,6 +415,7 @@ def diff_cmd(
     from . import _pipeline
     from .reporter import emit
     config = _config()
+    _import_checks(config)
     rules = _pipeline.rules_from(config, ignore or ())
     if a.is_dir() and b.is_dir():
         reports = _pipeline.compare_dirs(a, b, rules, limits(config))

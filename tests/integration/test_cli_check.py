@@ -96,3 +96,28 @@ def test_ignore_leaves_named_invariants_out(cli) -> None:
     assert left == found - {"content_lost"}
     r = cli("check", target, "--ignore", "*")
     assert r.code == 0 and "OK" in r.out
+
+
+def test_user_checks_apply_to_a_replay_and_a_diff_too(cli, project: Path, write_scenario) -> None:
+    """`[tool.replay] checks` were loaded by `check` only: `run` and `diff` graded the built-in checks and
+    said SAME where the project's own check found a new violation (and the matrix runs `run` per cell)."""
+    (project / "replaychecks_on_replays.py").write_text(
+        "from replay.invariants import Violation, register\n"
+        "@register('no_replays')\n"
+        "def no_replays(cassette):\n"
+        "    if cassette.header.mode == 'replay':\n"
+        "        yield Violation('no_replays', 'main', None, 'a replay', {})\n"
+    )
+    write_scenario()
+    assert cli("record").code == 0
+    (project / "pyproject.toml").write_text('[tool.replay]\nchecks = ["replaychecks_on_replays"]\n')
+    try:
+        r = cli("run", "--out", project / "out")
+        d = cli("diff", project / "cassettes" / "simple" / "compact.cassette", project / "out" / "simple" / "compact.cassette")
+    finally:
+        invariants._REGISTRY.pop("no_replays", None)
+    assert r.code == 1 and "violation (new): no_replays main: a replay" in r.out, r.out
+    assert d.code == 1 and "no_replays" in d.out, d.out
+    (project / "pyproject.toml").write_text('[tool.replay]\nchecks = ["no_such_module_here"]\n')
+    r = cli("run")
+    assert r.code == 2 and "cannot import check module 'no_such_module_here'" in r.err
