@@ -193,10 +193,16 @@ def env_key(spec: VersionSpec, tool_hash: str, python: str | None = None) -> str
 
 
 def env_cache_dir(option: Path | None = None) -> Path:
-    """``--env-dir``, else ``$REPLAY_ENV_DIR``, else ``.replay/envs`` in the project."""
+    """``--env-dir``, else ``$REPLAY_ENV_DIR``, else ``.replay/envs`` in the project: beside the nearest
+    ``pyproject.toml`` (from a subdirectory, every folder built and kept its own envs), else here."""
     if option is not None:
         return option
-    return Path(os.environ.get("REPLAY_ENV_DIR") or ".replay/envs")
+    if os.environ.get("REPLAY_ENV_DIR"):
+        return Path(os.environ["REPLAY_ENV_DIR"])
+    from .config import _relative, find_pyproject
+
+    project = find_pyproject()
+    return _relative(project.parent / ".replay" / "envs") if project is not None else Path(".replay/envs")
 
 
 # --------------------------------------------------------------------------- installers

@@ -96,6 +96,19 @@ def test_local_wheel_key_follows_its_bytes(tmp_path: Path) -> None:
     assert _envs.env_key(spec, "tool", python="p") != k1
 
 
+def test_the_env_cache_is_the_projects_from_any_subdirectory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """From a subdirectory every folder built and kept its own environments."""
+    (tmp_path / "pyproject.toml").write_text("[tool.replay]\n")
+    (tmp_path / "tests").mkdir()
+    monkeypatch.delenv("REPLAY_ENV_DIR", raising=False)
+    monkeypatch.chdir(tmp_path / "tests")
+    assert _envs.env_cache_dir().resolve() == (tmp_path / ".replay" / "envs").resolve()
+    monkeypatch.chdir(tmp_path)
+    assert _envs.env_cache_dir() == Path(".replay/envs")
+    monkeypatch.setenv("REPLAY_ENV_DIR", str(tmp_path / "shared"))
+    assert _envs.env_cache_dir() == tmp_path / "shared" and _envs.env_cache_dir(Path("x")) == Path("x")
+
+
 def test_stamped_env_is_reused_and_unstamped_one_rebuilt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     builds: list[str] = []
 
