@@ -454,8 +454,11 @@ def _exact(messages: list[Message]) -> int:
         found = estimate(load_messages(messages))
     except Exception:
         found = None
-    if found is not None:
-        return found
+    return found if found is not None else _by_hand(messages)
+
+
+def _by_hand(messages: list[Message]) -> int:
+    """The harness's estimate formula applied by hand: the messages' text plus the last instructions, over 4."""
     instructions = next((n for n in map(_instructions_chars, reversed(messages)) if n), 0)
     return (sum(len(_text(m)) for m in messages) + instructions) // 4
 
@@ -692,11 +695,21 @@ class _Index:
                 self._chars[i] = _message_chars(self.msg(i))
         return self._chars[i]
 
+    def per_message(self, ids: list[int]) -> int:
+        """The estimate formula over ``ids``, each message counted alone: by the harness where this
+        version can (``chars``), else its text; plus the last instructions."""
+        total, instructions = 0, 0
+        for i in ids:
+            ch = self.chars(i)
+            total += ch if ch is not None else len(_text(self.msg(i)))
+            instructions = self.instr(i) or instructions
+        return (total + instructions) // 4
+
     def loadable(self, ids: Iterable[int]) -> bool:
         """Whether the installed pydantic-ai can load every one of these messages. A cassette recorded by
         a later slim, checked under an earlier one (a matrix cell), can hold part kinds it does not know
-        (``instruction-baseline``); the harness's estimate of such a history is then a guess by hand,
-        and one request measured by two rulers read as grown (a recording's violation as gone)."""
+        (``instruction-baseline``); the harness cannot estimate such a history, and one request measured
+        by the harness on one side and by hand on the other read as grown (a recording's violation as gone)."""
         facts, c = self.facts, self.c
         return all(facts.loaded(c, i) is not None for i in set(ids) if i < len(c.messages))
 
@@ -932,9 +945,13 @@ def compaction_grew_request(c: Cassette) -> Iterator[Violation]:
                 continue
             sent = v.exchange.messages
             if v.logical.unloadable[v.length] or not ix.loadable(sent):
-                continue  # no like-for-like figure on this version: not judged rather than judged by a guess
-            before = v.logical.estimate(v.length)
-            after = ix.estimate(sent) if sent else (v.exchange.estimate or 0)
+                # a later slim's part kinds under an earlier one: both sides message by message, each by the
+                # harness where it can load it and by hand where not — one ruler for the two sides
+                before = ix.per_message(v.logical.ids[: v.length])
+                after = ix.per_message(sent)
+            else:
+                before = v.logical.estimate(v.length)
+                after = ix.estimate(sent) if sent else (v.exchange.estimate or 0)
             if after > before:
                 grown.append((v.exchange.index, before, after))
         if not grown:

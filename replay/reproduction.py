@@ -19,6 +19,7 @@ import functools
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 from collections import Counter
@@ -95,6 +96,11 @@ class Request:
 
 def _digest(data: bytes, n: int = 16) -> str:
     return hashlib.sha256(data).hexdigest()[:n]
+
+
+def _portable(line: str) -> str:
+    """A ``pip freeze`` line without a local install's path (it differs per checkout, and names a home)."""
+    return line.split(" @ ", 1)[0] + " @ <local checkout>" if " @ file://" in line else line
 
 
 def freeze_digest(freeze: Sequence[str]) -> str:
@@ -303,8 +309,11 @@ def build(req: Request, progress: Callable[[dict[str, int]], mx.Progress] = mx.m
         raise ReplayUsageError(f"--trials {req.trials}: give at least 1")
     subject = req.subject
     recorded_path = cassette_path(req.cassettes, subject.id)
-    if not recorded_path.exists():
-        raise ReplayUsageError(f"{recorded_path}: no cassette (record it with: replay record {subject.id})")
+    for sid in (subject.id, *subject.controls):  # the controls are half the evidence: none may be missing
+        path = cassette_path(req.cassettes, sid)
+        if not path.exists():
+            what = "" if sid == subject.id else f"control of {subject.id}: "
+            raise ReplayUsageError(f"{path}: {what}no cassette (record it with: replay record {sid})")
     recorded = load(recorded_path)
     trials = [_trial(req, k, progress) for k in range(1, req.trials + 1)]
     checked = _checked(req, trials)
@@ -329,7 +338,7 @@ def build(req: Request, progress: Callable[[dict[str, int]], mx.Progress] = mx.m
                 "pydantic": _pin(freeze, "pydantic") or header.get("pydantic"),
                 "python": env.get("python") or header.get("python"),
                 "platform": header.get("platform"),
-                "freeze": freeze,
+                "freeze": [_portable(line) for line in freeze],
                 "freeze_sha256": freeze_digest(freeze) if freeze else None,
                 "trials": [{"trial": k + 1, "verdict": d} for k, d in enumerate(digests)],
                 "identical": differ is None,
@@ -375,17 +384,21 @@ def commands(req: Request) -> list[str]:
     """The commands that redo this report, and one version by hand without this command."""
     harness = dict.fromkeys(v.spec.split("@", 1)[0] for v in req.versions)
     options = [f"--harness {h}" for h in harness] + [f"--python {p}" for p in req.pythons]
+    cassettes = _relative(req.cassettes, req.cwd)
+    where = [] if Path(cassettes) == Path("cassettes") else [f"--cassettes {shlex.quote(cassettes)}"]
     lines = [
-        "uv venv && uv pip install -e .   # harness-replay from this checkout",
-        f"replay report {req.subject.id} {' '.join(options)} --trials {req.trials}",
+        "# in the project; HARNESS_REPLAY = the harness-replay checkout (or wheel) to install",
+        'uv venv && uv pip install -e "$HARNESS_REPLAY"',
+        f"replay report {req.subject.id} {' '.join([*options, *where])} --trials {req.trials}",
         "# or one version by hand:",
     ]
     v = req.versions[0]
     ids = " ".join(sorted(req.targets.values()))
     interpreter = f" --python {v.python}" if v.python else ""
     lines += [
-        f"uv venv{interpreter} /tmp/h-{v.label} && uv pip install --python /tmp/h-{v.label}/bin/python -e . '{v.requirement}'",
-        f"/tmp/h-{v.label}/bin/replay run {ids} --out /tmp/h-{v.label}-results",
+        f"uv venv{interpreter} /tmp/h-{v.label} && uv pip install --python /tmp/h-{v.label}/bin/python"
+        f" -e \"$HARNESS_REPLAY\" '{v.requirement}'",
+        f"/tmp/h-{v.label}/bin/replay run {ids} {' '.join(where)}".rstrip() + f" --out /tmp/h-{v.label}-results",
         f"/tmp/h-{v.label}/bin/replay check /tmp/h-{v.label}-results",
     ]
     return lines
@@ -537,7 +550,7 @@ def render_markdown(report: Report) -> str:
     for v in versions:
         if v.get("freeze"):
             out += [f"<details><summary><code>{_md(v['spec'])}</code>: pip freeze</summary>", "", "```text"]
-            out += [line.split(" @ ", 1)[0] + " @ <local checkout>" if " @ file://" in line else line for line in v["freeze"]]
+            out += [_portable(line) for line in v["freeze"]]
             out += ["```", "", "</details>", ""]
     if report.get("source"):
         fence = "````" if "```" in report["source"] else "```"

@@ -192,7 +192,7 @@ def _raw_lines(cassette: Cassette, *, normalized: bool = False) -> Iterator[str]
             yield f"  usage {_line(ex.usage)}"
         if ex.error:
             yield f"  error {ex.error.type}: {ex.error.message}"
-    yield f"== outcome {_line(cassette.outcome.model_dump(exclude_none=True))}"
+    yield f"== outcome {_line(cassette.outcome.model_dump(exclude_none=True, exclude={'error': {'attributes'}}))}"
     for obs in cassette.observations:
         yield f"== observation {obs.name} {_line(obs.value)}"
     for hist in cassette.histories:

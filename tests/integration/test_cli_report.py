@@ -49,6 +49,17 @@ def test_bad_input_is_one_line_exit_2(cli, args: list[str], message: str) -> Non
     assert r.code == 2 and message in r.err and "Traceback" not in r.err
 
 
+def test_a_missing_control_is_bad_input_too(cli, tmp_path: Path) -> None:
+    """The controls are half the evidence: a report without one exited 0, its row an error."""
+    import shutil
+
+    shutil.copytree(ROOT / "cassettes" / "seed002", tmp_path / "seed002")
+    (tmp_path / "seed002" / "padded_summary.cassette").unlink()
+    r = cli("report", "seed002/whitespace", "--harness", "0.62.0", "--cassettes", tmp_path)
+    assert r.code == 2 and "padded_summary.cassette: control of seed002/whitespace: no cassette" in r.err, r.err
+    assert "Traceback" not in r.err
+
+
 def test_seed003_report_on_the_installed_release(env_dir: Path, tmp_path: Path) -> None:
     """One version, two trials: the disagreement, the controls clean, trials byte-identical."""
     out = tmp_path / "seed003.md"

@@ -51,6 +51,23 @@ def test_freeze_digest_ignores_where_the_tool_is_checked_out() -> None:
     assert rp.freeze_digest(a) == rp.freeze_digest(b) != rp.freeze_digest(["pydantic==2.14.5", a[0]])
 
 
+def test_the_commands_redo_it_from_a_user_project_with_its_cassettes(tmp_path: Path) -> None:
+    """They said `uv pip install -e .   # harness-replay from this checkout`: in a user's project that
+    installs the project, not the tool; and a report made with --cassettes X was redone without them."""
+    from replay import _envs
+
+    subject = rp.locate("seed002/whitespace", ROOT / "scenarios")
+    req = rp.Request(subject=subject, targets={"seed002/whitespace": "seed002/whitespace"},
+                     versions=_envs.parse_versions(["0.54.0"]), trials=2, cassettes=tmp_path / "tapes", cwd=tmp_path)
+    text = "\n".join(rp.commands(req))
+    assert "-e ." not in text and '"$HARNESS_REPLAY"' in text
+    assert "replay report seed002/whitespace --harness 0.54.0 --cassettes tapes --trials 2" in text
+    assert "replay run seed002/whitespace --cassettes tapes --out" in text
+    default = rp.Request(subject=subject, targets=req.targets, versions=req.versions, cassettes=tmp_path / "cassettes", cwd=tmp_path)
+    assert "--cassettes" not in "\n".join(rp.commands(default))
+    assert rp._portable("harness-replay @ file:///home/me/src") == "harness-replay @ <local checkout>"
+
+
 def test_locate_finds_the_controls_of_the_file() -> None:
     s = rp.locate("seed003/reused_id_one_return", ROOT / "scenarios")
     assert s.file == (ROOT / "scenarios" / "seed003_is_provider_valid.py").resolve()
@@ -190,8 +207,8 @@ def test_commands_repeat_the_python_axis() -> None:
     versions = with_pythons(parse_versions(["0.54.0", "0.62.0"]), ["3.12"])
     req = rp.Request(subject=rp.Subject("a/b", Path("a.py"), []), targets={"a/b": "a/b"}, versions=versions, pythons=("3.12",))
     lines = rp.commands(req)
-    assert lines[1] == "replay report a/b --harness 0.54.0 --harness 0.62.0 --python 3.12 --trials 3"
-    assert lines[3].startswith("uv venv --python 3.12 /tmp/h-0.54.0-py3.12 && ")
+    assert lines[2] == "replay report a/b --harness 0.54.0 --harness 0.62.0 --python 3.12 --trials 3"
+    assert lines[4].startswith("uv venv --python 3.12 /tmp/h-0.54.0-py3.12 && ")
 
 
 def test_every_trial_is_checked_in_one_process_per_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
