@@ -140,7 +140,15 @@ def rewrapped(ta: str, tb: str) -> bool:
     if ta == tb:
         return True
     short, long = (ta, tb) if len(ta) < len(tb) else (tb, ta)
-    return len(long) - len(short) <= FRAMING_MAX and len(short) >= 8 and short in long
+    if len(long) - len(short) > FRAMING_MAX:
+        return False
+    if len(short) >= 8:
+        return short in long
+    # a short text (a one-word summary) only behind a framing line that ends in a colon: "Summary of
+    # previous conversation:\n\nbrief" is "brief" rewrapped; "brief" inside other words is not
+    return long.endswith(short) and long[: len(long) - len(short)].rstrip().endswith(":") and (
+        long[len(long) - len(short) - 1].isspace()
+    )
 
 
 def align(

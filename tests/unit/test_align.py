@@ -78,3 +78,15 @@ def test_differ_reports_one_insertion_and_changes_in_natural_order() -> None:
     c = cassette([[f"{t} edited" if i in (2, 10) else t for i, t in enumerate(history)]])
     (req,) = diff(a, c).requests
     assert [ch.path for ch in req.changes] == ["main[0].messages[2].parts[0].content", "main[0].messages[10].parts[0].content"]
+
+
+def test_a_short_text_is_rewrapped_only_behind_a_framing_line() -> None:
+    """seed000/short on 0.54: the one-word summary "brief" in a compaction part became "Summary of previous
+    conversation:\\n\\nbrief" in a system prompt, and read as lost (texts under 8 characters never paired)."""
+    from replay.differ._align import rewrapped
+
+    assert rewrapped("brief", "Summary of previous conversation:\n\nbrief")
+    assert rewrapped("Summary of previous conversation: brief", "brief")
+    assert not rewrapped("brief", "a brief note")  # inside other words: not the same content
+    assert not rewrapped("U1", "Summary:\n\nU10") and not rewrapped("U1", "Summary:U1")
+    assert not rewrapped("brief", "Summary of previous conversation:\n\nbrief, then more")
