@@ -56,6 +56,10 @@ _KNOWN = {
 }
 
 
+_READ_ELSEWHERE = frozenset({"checks", "prices", "tokenizer"})
+"""Settings the stage that uses them reads and checks (``replay.cli``, ``replay.wire.cache``)."""
+
+
 def limits(config: Config) -> Limits:
     """Loader limits with ``[tool.replay] max-*`` applied."""
     from .cassette import DEFAULT_LIMITS, Limits
@@ -104,6 +108,13 @@ def _load(path: Path, stamp: int, cwd: Path) -> Config:
     for key, value in table.items():
         name = _KNOWN.get(key)
         if name is None:
+            if key not in _READ_ELSEWHERE:  # a typo ("casettes") silently left the default in force
+                import difflib
+                import sys
+
+                near = difflib.get_close_matches(key, [*_KNOWN, *_READ_ELSEWHERE], n=1)
+                hint = f" (did you mean {near[0]!r}?)" if near else ""
+                print(f"replay: warning: {path}: [tool.replay] {key!r} is not a setting{hint}; ignored", file=sys.stderr)
             extra[key] = value
             continue
         if name in ("cassettes", "scenarios", "results"):

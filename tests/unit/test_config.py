@@ -63,3 +63,12 @@ def test_default_folders_are_the_projects_from_any_subdirectory(cli, project: Pa
     c = load_config(sub)
     assert [p.resolve() for p in (c.cassettes, c.scenarios, c.results)] == [
         project.resolve() / "cassettes", project.resolve() / "scenarios", project.resolve() / ".replay" / "results"]
+
+
+def test_a_misspelt_setting_is_warned_about_not_silently_ignored(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.replay]\ncasettes = "recs"\nchecks = []\nprices = {}\n')
+    c = load_config(tmp_path)
+    err = capsys.readouterr().err
+    assert c.cassettes.name == "cassettes"  # the typo sets nothing
+    assert "[tool.replay] 'casettes' is not a setting (did you mean 'cassettes'?); ignored" in err
+    assert "checks" not in err and "prices" not in err  # read by the stages that use them
