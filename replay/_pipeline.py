@@ -141,6 +141,12 @@ def replay_scenario(
         recorded = load(path, limits)
     except CassetteError as exc:
         return ScenarioReport(sc.id, "error", error=str(exc), cassette=str(path))
+    held = recorded.header.scenario_id
+    if held is not None and held != sc.id:  # copied or moved by hand: another scenario's requests are no baseline
+        return ScenarioReport(
+            sc.id, "error", error=f"{path}: holds scenario {held!r}, not {sc.id!r} (record it with: replay record {sc.id})",
+            cassette=str(path),
+        )
     try:
         result = replay(sc, recorded, on_exhausted, allow_hosts=allow_hosts, level=level)
     except ReplayError as exc:

@@ -164,3 +164,17 @@ def test_a_run_whose_every_scenario_errored_still_speaks_as_a_run(cli, project: 
     bad.write_bytes(b"not a cassette")
     r = cli("check", bad)  # check keeps its own wording when every cassette errored
     assert r.code == 2 and r.out.splitlines()[-1] == "1 cassettes: 0 ok, 0 with violations, 1 error", r.out
+
+
+def test_a_cassette_of_another_scenario_is_an_error_not_a_change(cli, project: Path, write_scenario) -> None:
+    """A cassette copied to another scenario's place replayed as a harness change ("source changed")."""
+    import shutil
+
+    write_scenario()
+    assert cli("record").code == 0
+    other = project / "elsewhere"
+    other.mkdir()
+    (other / "simple").mkdir()
+    shutil.copy(ROOT / "cassettes" / "coverage" / "tool_call.cassette", other / "simple" / "compact.cassette")
+    r = cli("run", "simple/compact", "--cassettes", other)
+    assert r.code == 2 and "holds scenario 'coverage/tool_call', not 'simple/compact'" in r.out, r.out
