@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -281,10 +282,12 @@ def print_text(
     """``checks_only``: ``replay check``'s wording (OK / VIOLATED, "cassettes"), whatever the reports hold —
     a run or diff whose every target errored has no diff either, and is still a run."""
     console = console or Console(highlight=False, soft_wrap=True, emoji=False)
+    seen = Counter(r.scenario_id for r in reports)
     for r in reports:
         style = _STYLE[r.status]
         label = _CHECK_LABEL[r.status] if checks_only else r.status.upper()
-        console.print(f"[{style}]{label:8}[/{style}] {_t(r.scenario_id)}")
+        where = f"  {_t(r.cassette)}" if seen[r.scenario_id] > 1 and r.cassette else ""  # one id in two folders
+        console.print(f"[{style}]{label:8}[/{style}] {_t(r.scenario_id)}{where}")
         if r.error:
             console.print(f"         {_t(r.error)}")
         if r.diff is not None and r.status != "same":

@@ -121,3 +121,17 @@ def test_user_checks_apply_to_a_replay_and_a_diff_too(cli, project: Path, write_
     (project / "pyproject.toml").write_text('[tool.replay]\nchecks = ["no_such_module_here"]\n')
     r = cli("run")
     assert r.code == 2 and "cannot import check module 'no_such_module_here'" in r.err
+
+
+def test_one_scenario_in_two_folders_is_told_apart(cli, tmp_path: Path) -> None:
+    """`check cassettes .replay/results` printed `VIOLATED seed000/long` twice, not saying which file was which."""
+    import shutil
+
+    for d in ("a", "b"):
+        (tmp_path / d / "seed000").mkdir(parents=True)
+        shutil.copy(CAS / "seed000" / "long.cassette", tmp_path / d / "seed000" / "long.cassette")
+    r = cli("check", tmp_path / "a", tmp_path / "b")
+    lines = [line for line in r.out.splitlines() if line.startswith("VIOLATED")]
+    assert len(lines) == 2 and lines[0] != lines[1] and str(tmp_path / "a") in lines[0], r.out
+    single = cli("check", CAS / "seed000" / "long.cassette").out.splitlines()[0]
+    assert single.rstrip() == "VIOLATED seed000/long"  # one of each: as before
