@@ -298,10 +298,14 @@ def record(
         from . import _determinism
 
         results = _determinism.check(scenarios, check_determinism, config.scenarios)
-        for r in results:
-            typer.echo(r.line())
         same = sum(r.identical for r in results)
-        typer.echo(f"{len(results)} scenarios, {check_determinism} recordings each: {same} identical, {len(results) - same} differ")
+        if fmt is ShowFmt.json:
+            typer.echo(dumps_json({r.scenario_id: {"identical": r.identical, "recordings": r.runs, "detail": r.detail}
+                                   for r in results}))
+        else:
+            for r in results:
+                typer.echo(visible(r.line()))  # the detail quotes what the recordings sent
+            typer.echo(f"{len(results)} scenarios, {check_determinism} recordings each: {same} identical, {len(results) - same} differ")
         raise typer.Exit(0 if same == len(results) else 1)
     outcomes = _pipeline.record_scenarios(scenarios, cassettes or config.cassettes, force=force)
     if fmt is ShowFmt.json:

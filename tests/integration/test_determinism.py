@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from replay.scenario import discover
 SCENARIOS = '''
 """Scenarios whose prompts carry run-to-run ids, as some harness capabilities generate."""
 import random
+import json
 import secrets
 import uuid
 from uuid import uuid4  # imported by name, as pydantic_ai_harness.planning does
@@ -229,3 +231,19 @@ def test_a_run_id_bound_by_name_is_seeded_too() -> None:
     with deterministic_ids("s"):
         assert _agent_graph.uuid7() == seeded
     assert _agent_graph.uuid7 is original is _uuid.uuid7
+
+
+def test_check_determinism_speaks_json_and_escapes_text(cli: Callable[..., Any], project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`record -f json --check-determinism N` printed text; and the detail (what the recordings sent) went
+    to the terminal unescaped."""
+    from replay import _determinism
+
+    (project / "scenarios" / "ids.py").write_text(SCENARIOS)
+    found = [_determinism.DeterminismResult("ids/uuid_prompt", 2, True),
+             _determinism.DeterminismResult("ids/random_prompt", 2, False, "main[0] differs at x: a\x1b[2J → b")]
+    monkeypatch.setattr(_determinism, "check", lambda scenarios, n, where: found)
+    r = cli("record", "--check-determinism", "2", "--format", "json")
+    assert r.code == 1 and json.loads(r.out)["ids/random_prompt"] == {
+        "identical": False, "recordings": 2, "detail": "main[0] differs at x: a\x1b[2J → b"}
+    text = cli("record", "--check-determinism", "2").out
+    assert "\x1b" not in text and "DIFFERENT ids/random_prompt" in text
