@@ -740,8 +740,8 @@ def html(
 
     docs = mx.load_results(results)
     doc = mx.merge_results(docs) if len(docs) > 1 else docs[0][1]
-    if not isinstance(doc, dict):
-        raise ReplayUsageError(f"{results[0]}: not a results object")
+    if not isinstance(doc, dict) or not isinstance(doc.get("scenarios"), dict):  # `{}`, a `replay report`: no page
+        raise ReplayUsageError(f"{results[0]}: not the JSON of `replay matrix`, `merge` or `run --format json`")
     page = render_html(fill_from_results(doc), title=title)
     from .cassette import write_atomic
 

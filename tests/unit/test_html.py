@@ -139,6 +139,10 @@ def test_html_command_writes_the_page(tmp_path: Path, cli: Callable[..., Any]) -
     assert len(_svgs(out.read_text())) == 1
     bad = cli("html", str(tmp_path / "missing.json"), "--out", str(out))
     assert bad.code == 2 and "cannot read" in bad.err
+    for other in ({}, {"report": 1, "versions": []}):  # wrote "(0 scenarios)" and exited 0
+        src.write_text(json.dumps(other))
+        bad = cli("html", str(src), "--out", str(tmp_path / "z.html"))
+        assert bad.code == 2 and "not the JSON of `replay matrix`" in bad.err and not (tmp_path / "z.html").exists()
 
 
 # --------------------------------------------------------------------------- headless Chromium
