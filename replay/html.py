@@ -307,13 +307,16 @@ def _cell_html(cell: Any) -> str:
         return '<td class="missing"><span class="st">missing</span></td>'
     status = str(cell.get("status") or "missing")
     cls = _STATUS_CLASS.get(status, "missing" if status == "missing" else "error")
-    detail = ""
-    if cell.get("estimate_deltas"):
-        detail = f"est {cell['estimate_deltas']}"
-    elif _pairs(cell) and status == "changed":
-        detail = "est " + ", ".join(f"{a}→{b}" for a, b in _pairs(cell) or [] if a != b)
-    if status == "changed" and cell.get("changed_requests"):
-        detail += ("; " if detail else "") + ", ".join(map(str, cell["changed_requests"]))
+    from .matrix import cell_lines
+
+    try:  # what the text and Markdown tables say of the cell: outcome, observations, violations too
+        lines = cell_lines(cell)[1:]
+    except (KeyError, TypeError, AttributeError):  # a hand-edited results file: what can be said
+        lines = []
+    if not lines and _pairs(cell) and status == "changed":
+        lines = ["est " + ", ".join(f"{a}→{b}" for a, b in _pairs(cell) or [] if a != b)]
+    detail = "; ".join(lines)
+    detail = detail if len(detail) <= 400 else detail[:399] + "…"
     if status == "error" and cell.get("error"):
         err = str(cell["error"])
         detail = err if len(err) <= 160 else err[:159] + "…"

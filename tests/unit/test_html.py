@@ -224,3 +224,21 @@ def test_screenshot_in_headless_chromium(tmp_path: Path) -> None:
     assert sum(n for px, n in count.items() if _near(px, (0x19, 0x71, 0xC2))) > 100, "the 0.62.0 line"
     assert sum(n for px, n in count.items() if _near(px, (0xFF, 0xF4, 0xE6), 4)) > 2000, "a changed cell"
     assert sum(n for px, n in count.items() if _near(px, (0xEB, 0xFB, 0xEE), 4)) > 2000, "a same cell"
+
+
+def test_a_cell_says_why_it_changed_as_the_text_table_does() -> None:
+    """A cell whose only change was an observation, the outcome or a violation read `changed / est `."""
+    from replay import matrix as mx
+    from html import escape
+
+    from replay.html import _cell_html
+
+    cell = {"status": "changed", "changed_requests": [], "estimate_deltas": "",
+            "outcome": [{"status": "error", "error": {"type": "x.UnexpectedModelBehavior", "message": "m"}},
+                        {"status": "ok", "output": "done"}],
+            "observation_changes": [{"path": "observations.turns", "old": 2, "new": 4}], "observations": ["turns"],
+            "violations": [{"status": "new", "invariant": "empty_summary", "role": "main", "index": 1, "message": "blank"}]}
+    html = _cell_html(cell)
+    for line in mx.cell_lines(cell)[1:]:
+        assert escape(line) in html, line
+    assert "est </span>" not in html and "observation turns 2→4" in html and "empty_summary" in html
