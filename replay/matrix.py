@@ -156,6 +156,9 @@ def cell_from_run(sc: dict[str, Any]) -> Cell:
         cell["cost"] = sc["cost"]
     if sc.get("warnings"):
         cell["warnings"] = list(sc["warnings"])  # e.g. another Python than the recording's
+    for key, kind in (("file", str), ("line", int), ("seconds", float)):
+        if isinstance(sc.get(key), kind) or (kind is float and isinstance(sc.get(key), int)):
+            cell[key] = sc[key]
     if status != "changed":
         return cell
     reqs = sc.get("requests", [])
@@ -685,6 +688,37 @@ def render_markdown(result: Result) -> str:
     return "\n".join(out) + "\n"
 
 
+def _relative_to_cwd(path: str, root: Path | None = None) -> str:
+    try:
+        return str(Path(path).resolve().relative_to((root or Path.cwd()).resolve()))
+    except (ValueError, OSError):
+        return path
+
+
+def github_annotations(result: Result) -> list[str]:
+    """``::error …`` for each changed or failed cell, as ``run`` gives one per scenario, on its file and line."""
+    from .reporter import _escape_data, _escape_property
+    from ._untrusted import visible
+
+    root = Path(os.environ.get("GITHUB_WORKSPACE") or Path.cwd())
+    labels = _label_of(result)
+    out = []
+    for sid, row in result["scenarios"].items():
+        for spec, cell in row.items():
+            if not isinstance(cell, dict) or cell.get("status") not in ("changed", "error"):
+                continue
+            props = []
+            if isinstance(cell.get("file"), str):
+                props.append(f"file={_escape_property(_relative_to_cwd(cell['file'], root))}")
+                if isinstance(cell.get("line"), int):
+                    props.append(f"line={cell['line']}")
+            title = f"harness-replay: {sid} {cell['status']} on harness {labels.get(spec, spec)}"
+            props.append(f"title={_escape_property(title)}")
+            message = "\n".join(visible(line) for line in cell_lines(cell)[:20])
+            out.append(f"::error {','.join(props)}::{_escape_data(message)}")
+    return out
+
+
 def render_junit(result: Result) -> str:
     """One suite per version, one case per scenario, so dashboards show the matrix as tests."""
     from ._untrusted import xml_text
@@ -705,7 +739,12 @@ def render_junit(result: Result) -> str:
         )
         for sid, cell in cells:
             classname, _, name = sid.rpartition("/")
-            out.append(f"<testcase classname={_qa(classname or 'replay')} name={_qa(name or sid)}>")
+            where = f' time="{float(cell.get("seconds") or 0.0):.3f}"'  # as `run --format junit` and pytest write them
+            if isinstance(cell.get("file"), str):
+                where += f" file={_qa(_relative_to_cwd(cell['file']))}"
+                if isinstance(cell.get("line"), int):
+                    where += f' line="{cell["line"]}"'
+            out.append(f"<testcase classname={_qa(classname or 'replay')} name={_qa(name or sid)}{where}>")
             body = "\n".join(cell_lines(cell))
             if cell["status"] == "error":
                 out.append(f"<error message={_qa(cell.get('error') or 'error')}>{escape(xml_text(body))}</error>")
@@ -736,3 +775,7 @@ def emit(result: Result, fmt: str) -> None:
         render_text(result)
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         write_step_summary(render_markdown(result))
+    if os.environ.get("GITHUB_ACTIONS") == "true":  # on stderr unless text: JSON/JUnit/Markdown stay parseable
+        stream = sys.stdout if fmt == "text" else sys.stderr
+        for line in github_annotations(result):
+            print(line, file=stream)

@@ -134,6 +134,12 @@ def report_json(r: ScenarioReport) -> dict[str, Any]:
         out.update({k: v for k, v in diff_json(r.diff).items() if k != "scenario_id"})
     if r.diff is None:
         out["violations"] = [v.as_json() for v in r.violations]
+    if r.file:  # where CI points a person (the matrix's JUnit and annotations read them from here)
+        out["file"] = _relative(r.file, Path.cwd())
+        if r.line is not None:
+            out["line"] = r.line
+    if r.seconds is not None:
+        out["seconds"] = round(r.seconds, 3)
     return out
 
 

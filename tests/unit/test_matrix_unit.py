@@ -452,3 +452,22 @@ def test_an_env_process_keeps_its_bytecode_inside_the_env(tmp_path: Path, monkey
     env = _envs.cell_environ(_envs.env_python(tmp_path / "0.62.0-abc"))
     assert env["PYTHONPYCACHEPREFIX"] == str(tmp_path / "0.62.0-abc" / ".pycache")
     assert not {"PYTHONDONTWRITEBYTECODE", "PYTHONPATH", "VIRTUAL_ENV", "GITHUB_STEP_SUMMARY"} & env.keys()
+
+
+def test_matrix_junit_and_annotations_point_at_the_scenario_as_run_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`run --format junit` carried time, file and line and `run` annotated a PR; the matrix did neither."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "scenarios").mkdir()
+    run = json.loads(json.dumps(RUN_CHANGED))
+    run.update(file=str(tmp_path / "scenarios" / "chat.py"), line=12, seconds=1.25)
+    changed = mx.cell_from_run(run)
+    same = mx.cell_from_run({"status": "same", "requests": [], "file": "scenarios/chat.py", "line": 3, "seconds": 0.5})
+    result = {"grid": {"scenarios": ["chat/a", "chat/b"], "versions": ["0.54.0"]},
+              "versions": [{"spec": "0.54.0", "label": "0.54.0"}],
+              "scenarios": {"chat/a": {"0.54.0": changed}, "chat/b": {"0.54.0": same}}}
+    xml = mx.render_junit(result)
+    assert '<testcase classname="chat" name="a" time="1.250" file="scenarios/chat.py" line="12">' in xml
+    assert '<testcase classname="chat" name="b" time="0.500" file="scenarios/chat.py" line="3">' in xml
+    monkeypatch.setenv("GITHUB_WORKSPACE", str(tmp_path))
+    (note,) = mx.github_annotations(result)  # the changed cell only
+    assert note.startswith("::error file=scenarios/chat.py,line=12,title=harness-replay%3A chat/a changed on harness 0.54.0::changed%0A")
