@@ -64,7 +64,7 @@ def parse_versions(values: Iterable[str]) -> list[VersionSpec]:
     seen: set[str] = set()
     for value in values:
         for raw in value.split(","):
-            item = raw.strip()
+            item = _padded(raw.strip())
             if not item or item in seen:
                 continue
             seen.add(item)
@@ -76,6 +76,14 @@ def parse_versions(values: Iterable[str]) -> list[VersionSpec]:
     if dupes:
         raise ReplayUsageError(f"--harness: two specs map to the same name {min(dupes)!r}")
     return out
+
+
+def _padded(item: str) -> str:
+    """``0.54`` is ``0.54.0`` (pip installs the same release for both): one env and one column, not two."""
+    if re.fullmatch(r"v?\d+(\.\d+)?", item) and not Path(item).exists():
+        bare = item.removeprefix("v")
+        return bare + ".0" * (2 - bare.count("."))
+    return item
 
 
 def with_pythons(versions: Sequence[VersionSpec], pythons: Iterable[str]) -> list[VersionSpec]:

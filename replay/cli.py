@@ -834,8 +834,10 @@ def main(argv: list[str] | None = None, command: Any = None) -> None:
     except ReplayError as exc:
         typer.echo(f"replay: error: {visible(_scrubbed(str(exc)))}", err=True)
         sys.exit(2)
-    except (typer.BadParameter, typer.Abort) as exc:  # pragma: no cover - click handles most
-        typer.echo(f"replay: error: {visible(str(exc))}", err=True)
+    except (typer.BadParameter, typer.Abort) as exc:  # a value typer refused: say which option, as click does
+        format_message = getattr(exc, "format_message", None)
+        text = format_message() if callable(format_message) else str(exc)
+        typer.echo(f"replay: error: {visible(text)}", err=True)
         sys.exit(2)
     except Exception as exc:  # click's usage errors (typer vendors click, so match by shape)
         show, exit_code = getattr(exc, "show", None), getattr(exc, "exit_code", None)

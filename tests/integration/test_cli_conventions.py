@@ -83,3 +83,11 @@ def test_one_command_builds_only_its_own_parameters(capsys: pytest.CaptureFixtur
     assert done.value.code == 0 and "CASSETTE" in capsys.readouterr().out
     assert set(cmd.commands._built) == {"show"}
     assert sorted(cmd.commands) == COMMANDS and len(COMMANDS) == 11
+
+
+def test_a_refused_option_value_names_the_option(cli) -> None:
+    """`--jobs 0` said only "Input should be greater than or equal to 1"."""
+    for args, option in ((["matrix", "--harness", "0.62.0", "--jobs", "0"], "'--jobs'"),
+                         (["record", "--check-determinism", "1"], "'--check-determinism'")):
+        r = cli(*args)
+        assert r.code == 2 and option in r.err and r.err.count("\n") == 1 and "Traceback" not in r.err, r.err

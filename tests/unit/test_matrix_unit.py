@@ -22,6 +22,8 @@ def test_release_and_comma_lists_keep_order_and_drop_duplicates() -> None:
     assert specs[0].requirement == "pydantic-ai-harness==0.54.0"
     assert specs[0].label == "0.54.0"
     assert _envs.parse_versions(["v0.62.0"])[0].requirement == "pydantic-ai-harness==0.62.0"
+    # `0.54` is the release pip installs for `==0.54.0`: one env, one column (it built a second env labelled 0.54)
+    assert [s.spec for s in _envs.parse_versions(["0.54", "0.54.0,0.56"])] == ["0.54.0", "0.56.0"]
 
 
 def test_local_wheel_and_checkout(tmp_path: Path) -> None:
