@@ -73,6 +73,16 @@ def config_command(textconv: str) -> str:
     return f"git config {CONFIG_KEY} {shlex.quote(textconv)}"
 
 
+def check_repository(directory: Path, textconv: str) -> None:
+    """Before ``init --git-config`` writes anything: git is there and ``directory`` is in a repository
+    (outside one it wrote .gitattributes and .gitignore, then failed)."""
+    if shutil.which("git") is None:
+        raise ReplayUsageError("git not found on PATH; run this yourself: " + config_command(textconv))
+    done = subprocess.run(["git", "rev-parse", "--git-dir"], cwd=directory, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise ReplayUsageError(f"{directory}: not in a git repository (git init first); nothing written")
+
+
 def set_git_config(directory: Path, textconv: str) -> None:
     """Run ``git config diff.replay.textconv ...`` in ``directory``'s repository."""
     if shutil.which("git") is None:

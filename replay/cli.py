@@ -714,6 +714,8 @@ def init(
 
     here = Path.cwd()
     command = textconv or _git.default_textconv()
+    if git_config:
+        _git.check_repository(here, command)
     changed = _git.ensure_gitattributes(here)
     typer.echo(f"{'added to' if changed else 'already in'} .gitattributes: {_git.ATTRIBUTE_LINE}")
     changed = _git.ensure_gitignore(here)
