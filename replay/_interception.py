@@ -218,7 +218,7 @@ class _Patcher:
             original_infer = cls.__dict__.get("_infer_name")
             if original_infer is not None:
                 self._saved.append((cls, "_infer_name", original_infer))
-                setattr(cls, "_infer_name", _wrap_infer_name(original_infer))
+                cls._infer_name = _wrap_infer_name(original_infer)  # type: ignore[attr-defined]
                 break
 
     def _uninstall(self) -> None:

@@ -697,8 +697,8 @@ def _relative_to_cwd(path: str, root: Path | None = None) -> str:
 
 def github_annotations(result: Result) -> list[str]:
     """``::error …`` for each changed or failed cell, as ``run`` gives one per scenario, on its file and line."""
-    from .reporter import _escape_data, _escape_property
     from ._untrusted import visible
+    from .reporter import _escape_data, _escape_property
 
     root = Path(os.environ.get("GITHUB_WORKSPACE") or Path.cwd())
     labels = _label_of(result)

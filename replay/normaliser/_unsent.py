@@ -56,7 +56,7 @@ def sent_message(message: Any) -> Any:
     if type(message) is not dict:
         return message
     parts = message.get("parts")
-    new_parts = [sent_part(p) for p in parts] if type(parts) is list else parts
+    new_parts = [sent_part(p) for p in parts] if type(parts) is list else []
     changed = type(parts) is list and any(a is not b for a, b in zip(new_parts, parts))
     if not changed and "metadata" not in message:
         return message

@@ -225,7 +225,7 @@ class _Sent:
             return True
         if a is None or b is None:
             return False
-        return self._param(a) == self._param(b)
+        return bool(self._param(a) == self._param(b))
 
     def _param(self, i: int) -> Any:
         found = self._params.get(i, _NOT_LOADED_YET)

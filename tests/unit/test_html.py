@@ -228,9 +228,9 @@ def test_screenshot_in_headless_chromium(tmp_path: Path) -> None:
 
 def test_a_cell_says_why_it_changed_as_the_text_table_does() -> None:
     """A cell whose only change was an observation, the outcome or a violation read `changed / est `."""
-    from replay import matrix as mx
     from html import escape
 
+    from replay import matrix as mx
     from replay.html import _cell_html
 
     cell = {"status": "changed", "changed_requests": [], "estimate_deltas": "",

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 import hostile as h
-from conftest import ROOT
 import msgpack
 import pytest
+from conftest import ROOT
 
 from replay.cassette import MAGIC, Limits, loads
 from replay.errors import CassetteError
