@@ -557,7 +557,8 @@ class _Seq:
         self.instructions = [0]
         self.uncounted = [0]
         self.unloadable = [0]
-        """Prefix counts of messages the installed pydantic-ai cannot load (``_Index.loadable``)."""
+        """Prefix counts of messages the installed pydantic-ai cannot load (``_Index.loadable``), filled
+        on first use: only compacted requests ask, and a history's messages are looked up once."""
         self.responses = [0]
         self.at: dict[bytes, list[int]] = {}
         """Positions of each response message, to count those in a prefix."""
@@ -570,12 +571,17 @@ class _Seq:
             ch = ix.chars(i)
             self.chars.append(self.chars[-1] + (ch or 0))
             self.uncounted.append(self.uncounted[-1] + (ch is None))
-            self.unloadable.append(self.unloadable[-1] + (not ix.loadable((i,))))
             self.instructions.append(ix.instr(i) or self.instructions[-1])
             is_response = i in ix.response_ids
             self.responses.append(self.responses[-1] + is_response)
             if is_response:
                 self.at.setdefault(ix.norm[i], []).append(pos)
+
+    def unloadable_to(self, length: int) -> int:
+        marks = self.unloadable
+        while len(marks) <= length:
+            marks.append(marks[-1] + (not self.ix.loadable((self.ids[len(marks) - 1],))))
+        return marks[length]
 
     def branch(self, length: int) -> _Seq:
         """This history up to ``length``, ready to be extended (a copy only when someone extended it further)."""
@@ -615,6 +621,27 @@ class _View:
     """The uncompacted conversation up to this request is ``logical.ids[:length]`` (chained runs followed back)."""
 
 
+_INSTALLED_SLIM: list[tuple[int, ...] | None] = []
+
+
+def _release(text: str | None) -> tuple[int, ...] | None:
+    found = re.match(r"\d+(?:\.\d+)*", text or "")
+    return tuple(int(x) for x in found.group().split(".")) if found else None
+
+
+def _newer_than_installed(recorded: str | None) -> bool:
+    """Whether a cassette's slim release is later than the installed one's (unknown either way: assume so)."""
+    if not _INSTALLED_SLIM:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            _INSTALLED_SLIM.append(_release(version("pydantic-ai-slim")))
+        except PackageNotFoundError:
+            _INSTALLED_SLIM.append(None)
+    installed, theirs = _INSTALLED_SLIM[0], _release(recorded)
+    return installed is None or theirs is None or theirs > installed
+
+
 class _Index:
     """What the checks need from one cassette, each fact computed once."""
 
@@ -628,6 +655,9 @@ class _Index:
         self._chars: dict[int, int | None] = {}
         self._words: dict[int, tuple[list[str], list[list[str]]]] = {}
         self._instr: dict[int, int] = {}
+        self._loadable: dict[int, bool] = {}
+        self.newer_slim = _newer_than_installed(c.header.slim_version)
+        """Recorded by a later pydantic-ai-slim than this one: a message may hold what this one cannot load."""
         self._norm: list[bytes] | None = None
         self._views: dict[str, list[_View]] | None = None
         self._summary_ids: set[int] | None = None
@@ -710,8 +740,17 @@ class _Index:
         a later slim, checked under an earlier one (a matrix cell), can hold part kinds it does not know
         (``instruction-baseline``); the harness cannot estimate such a history, and one request measured
         by the harness on one side and by hand on the other read as grown (a recording's violation as gone)."""
-        facts, c = self.facts, self.c
-        return all(facts.loaded(c, i) is not None for i in set(ids) if i < len(c.messages))
+        if not self.newer_slim:  # a slim reads what it and earlier ones wrote: nothing to look up
+            return True
+        ok = self._loadable
+        for i in ids:
+            found = ok.get(i)
+            if found is None:
+                c = self.c
+                found = ok[i] = i >= len(c.messages) or self.facts.loaded(c, i) is not None
+            if not found:
+                return False
+        return True
 
     def instr(self, i: int) -> int:
         if i not in self._instr:
@@ -944,7 +983,7 @@ def compaction_grew_request(c: Cassette) -> Iterator[Violation]:
             if not ix.compacted(v, window):
                 continue
             sent = v.exchange.messages
-            if v.logical.unloadable[v.length] or not ix.loadable(sent):
+            if ix.newer_slim and (v.logical.unloadable_to(v.length) or not ix.loadable(sent)):
                 # a later slim's part kinds under an earlier one: both sides message by message, each by the
                 # harness where it can load it and by hand where not — one ruler for the two sides
                 before = ix.per_message(v.logical.ids[: v.length])

@@ -319,7 +319,8 @@ def _request_costs(c: Cassette, tokenizer: Tokenizer | None) -> list[RequestCost
             shared, partial = 0, 0
             if prev is not None and sent.parameters(ex.parameters, prev.parameters):
                 limit = min(len(prev.messages), len(ex.messages))
-                while shared < limit and sent.message(prev.messages[shared], ex.messages[shared]):
+                pm, em = prev.messages, ex.messages
+                while shared < limit and (pm[shared] == em[shared] or sent.message(pm[shared], em[shared])):
                     shared += 1
                 if shared < limit:
                     message = c.messages[ex.messages[shared]]
