@@ -400,19 +400,42 @@ def _tokens(message: Message) -> list[str]:
     return _TOKEN.findall(_text(message))
 
 
+def _request_scoped(message: Message) -> set[int]:
+    """Parts of a request sent with it alone, never kept in history (reminders, a plan): its trailing
+    ``__pydantic_ai__.request_scoped_tail`` parts (slim 2.6x), and user prompts that open with a cache
+    point — how the harness appends a reminder or a plan (0.55 on); a user's own prompt cannot open
+    with one (Anthropic and Bedrock refuse a leading cache point, so the harness never writes one)."""
+    parts = _parts(message)
+    meta = message.get("metadata")
+    inner = meta.get("__pydantic_ai__") if isinstance(meta, dict) else None
+    tail = inner.get("request_scoped_tail") if isinstance(inner, dict) else None
+    scoped = set(range(len(parts) - tail, len(parts))) if type(tail) is int and 0 < tail <= len(parts) else set()
+    scoped.update(k for k, p in enumerate(parts) if p.get("part_kind") == "user-prompt" and _opens_with_cache_point(p))
+    return scoped
+
+
+def _opens_with_cache_point(part: dict[str, Any]) -> bool:
+    content = part.get("content")
+    return isinstance(content, list) and bool(content) and isinstance(content[0], dict) and content[0].get("kind") == "cache-point"
+
+
 def _needles(message: Message) -> list[list[str]]:
-    parts = (_part_text(p) for p in _parts(message) if p.get("part_kind") in ("user-prompt", "text"))
-    return [t for t in map(_TOKEN.findall, parts) if t]
+    return _words(message)[1]
 
 
 def _words(message: Message) -> tuple[list[str], list[list[str]]]:
     """``(_tokens(message), _needles(message))`` from one tokenisation of each part.
 
     The same: ``_text`` joins the part texts with a space, which no token contains or spans, so
-    its tokens are each part's tokens one after the other; the needles are some parts' tokens.
+    its tokens are each part's tokens one after the other; the needles are some parts' tokens:
+    user and assistant texts, not the reminders a request carried for itself alone (the history a
+    compaction is given never had them: README, "Reminders ... never counted as lost").
     """
     per = [(p.get("part_kind"), _TOKEN.findall(_part_text(p))) for p in _parts(message)]
-    return [t for _, ts in per for t in ts], [ts for kind, ts in per if ts and kind in ("user-prompt", "text")]
+    scoped = _request_scoped(message) if message.get("kind") == "request" else ()
+    return [t for _, ts in per for t in ts], [
+        ts for k, (kind, ts) in enumerate(per) if ts and kind in ("user-prompt", "text") and k not in scoped
+    ]
 
 
 class _Grams:
@@ -843,7 +866,7 @@ class _Index:
             else:
                 seq = base[0].branch(base[1])
                 start = base[1]
-            new = self._new_messages(run)
+            new = self._new_messages(run, by_run.get(r, []))
             seq.extend(new)
             ended[(run.role, tuple(norm[i] for i in run.result))] = (seq, len(seq.ids))
             responses = [k for k, i in enumerate(new) if i in self.response_ids]
@@ -879,15 +902,47 @@ class _Index:
         """
         before = {*previous.messages, previous.response}
         added = [i for i in ex.messages if i not in before and not self.has_summary([i])]
-        return [*previous.messages, previous.response, *added]  # type: ignore[list-item]
+        sent = list(previous.messages)
+        if sent:  # its last message as the run keeps it, not as that one request was sent
+            sent[-1] = self._persisted(sent[-1])
+        return [*sent, previous.response, *added]  # type: ignore[list-item]
 
-    def _new_messages(self, run: AgentRunRecord) -> list[int]:
+    def _persisted(self, i: int) -> int:
+        """A tool loop's request without the user prompts appended after its tool results (a reminder,
+        a plan: the harness adds them to the one request it sends, never to the run's history — 0.56
+        marks neither with a cache point nor with metadata, so a loss check took them for lost)."""
+        message = self.msg(i)
+        parts = _parts(message)
+        last_return = max((k for k, p in enumerate(parts) if p.get("part_kind") in ("tool-return", "retry-prompt")), default=None)
+        if last_return is None or message.get("kind") != "request":
+            return i
+        if not any(p.get("part_kind") == "user-prompt" for p in parts[last_return + 1 :]):
+            return i
+        return self.add({**message, "parts": parts[: last_return + 1]})
+
+    def _new_messages(self, run: AgentRunRecord, exchanges: Sequence[Exchange] = ()) -> list[int]:
         """What the run added to the conversation: its prompt request and everything after it.
 
         A compaction can drop the prompt from the run's result too (harness 0.54 with
         ``keep_user_messages=True``); then the prompt is rebuilt from ``run.prompt`` and the run's
-        own messages start at its first new response.
+        own messages start at its first new response. A compaction inside the run (a long tool loop)
+        can leave fewer of its answers in the result than it made requests: then the run is read
+        from its requests instead — its prompt, and each answer followed by what the next request
+        added (the tool results) — or the uncompacted history it is measured against is missing
+        turns, and requests that only gained a reminder read as compacted and grown.
         """
+        found = self._new_from_result(run)
+        answered = [ex for ex in exchanges if ex.response is not None and ex.error is None]
+        if len(answered) > sum(i in self.response_ids for i in found) and answered[0].messages:
+            rebuilt = [answered[0].messages[-1]]
+            for ex, nxt in zip(answered, [*answered[1:], None]):
+                rebuilt.append(ex.response)  # type: ignore[arg-type]
+                if nxt is not None and nxt.messages and nxt.messages[-1] not in (ex.response, *rebuilt):
+                    rebuilt.append(self._persisted(nxt.messages[-1]))
+            return rebuilt
+        return found
+
+    def _new_from_result(self, run: AgentRunRecord) -> list[int]:
         result, norm = run.result, self.norm
         prompt = _ws(_part_text({"content": run.prompt})) if run.prompt is not None else ""
         if prompt:

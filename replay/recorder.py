@@ -9,11 +9,13 @@ records that too. ``recording()`` and ``record()`` are the public ways in.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as _dt
 import decimal
 import enum
 import functools
 import importlib.metadata
+import json
 import os
 import platform
 import sys
@@ -162,6 +164,19 @@ def jsonable(value: Any) -> Any:
 _ERROR_SKIPPED = frozenset({"message", "args", "headers"})
 """Not kept: the message is kept already; ``headers`` of a provider's error response can carry
 cookies and account ids, and what code reads of them pydantic-ai copies out (``retry_after``)."""
+
+
+def parameters_json(params: Any) -> Any:
+    """``ModelRequestParameters`` as JSON, its set-typed fields sorted (``deferred_capability_ids``…):
+    a set lists in the order of the process's string hashing, so two recordings of one scenario, or a
+    replay and its recording, listed the same skills in different orders (``PYTHONHASHSEED``)."""
+    out = jsonable(params)
+    if isinstance(out, dict) and dataclasses.is_dataclass(params):
+        for f in dataclasses.fields(params):
+            value = getattr(params, f.name, None)
+            if isinstance(value, (set, frozenset)) and isinstance(out.get(f.name), list):
+                out[f.name] = sorted(out[f.name], key=lambda v: json.dumps(v, sort_keys=True, default=str))
+    return out
 
 
 def error_info(exc: BaseException) -> ErrorInfo:
@@ -413,7 +428,7 @@ class Session:
                 model_system=_safe_attr(call.model, "system"),
                 messages=indices,
                 settings=b.blob(jsonable(settings) if settings else None),
-                parameters=b.blob(jsonable(params)) if params is not None else None,
+                parameters=b.blob(parameters_json(params)) if params is not None else None,
                 estimate=self.cache.estimates.of(messages, indices) if messages is not None and call.kind != "count_tokens" else None,
                 run=_RUN.get(),
             )

@@ -66,11 +66,23 @@ def sent_message(message: Any) -> Any:
     return out
 
 
+_SETS = ("deferred_capability_ids", "revealed_tool_names", "introduced_tool_names")
+"""``ModelRequestParameters`` fields declared ``set[str]`` (slim 2.62): a cassette recorded before the
+recorder sorted them lists them in hash order, which a replay in another process does not repeat."""
+
+
 def sent_parameters(parameters: Any) -> Any:
-    """Serialised ``ModelRequestParameters`` without tool definitions' and instruction parts' bookkeeping."""
+    """Serialised ``ModelRequestParameters`` without tool definitions' and instruction parts' bookkeeping,
+    set-typed fields in one order."""
     if type(parameters) is not dict:
         return parameters
     out = parameters
+    for key in _SETS:
+        items = parameters.get(key)
+        if type(items) is list and len(items) > 1 and all(type(x) is str for x in items) and items != sorted(items):
+            if out is parameters:
+                out = dict(parameters)
+            out[key] = sorted(items)
     for key, drop in (("function_tools", _TOOL), ("output_tools", _TOOL), ("instruction_parts", _INSTRUCTION)):
         items = parameters.get(key)
         if type(items) is list and any(type(t) is dict and any(k in t for k in drop) for t in items):

@@ -174,7 +174,7 @@ def test_every_trust_scenario_replays_same_on_the_installed_version_three_times(
     for _ in range(3):
         r = cli("run", FIXTURES / "scenarios" / "trust.py", "--cassettes", FIXTURES / "harness-0.62.0", "--format", "json")
         statuses = {sid: cell["status"] for sid, cell in json.loads(r.out)["scenarios"].items()}
-        assert len(statuses) == 13 and set(statuses.values()) == {"same"}, statuses
+        assert len(statuses) == 14 and set(statuses.values()) == {"same"}, statuses
 
 
 def test_what_the_model_is_never_sent_is_not_a_change(cli) -> None:
@@ -203,6 +203,18 @@ def test_a_second_compaction_in_one_run_starts_from_the_first(cli) -> None:
         found = {x["invariant"]: x for x in _check_json(cli, FIXTURES / f"harness-{v}/trust/two_compactions.cassette")}
         assert "content_lost" not in found, (v, found)
         assert ("compaction_grew_request" in found) == (v != "0.62.0"), (v, found)
+
+
+def test_a_reminder_in_a_compacted_tool_loop_is_neither_lost_nor_growth(cli) -> None:
+    """Five tool calls in one run, a reminder on every second request, compacted twice. The reminder rides
+    on one request only (0.62 marks it request-scoped; 0.56 marks nothing), and the run's compacted result
+    holds fewer answers than it made requests: content_lost took the reminder for lost, and
+    compaction_grew_request measured requests that only gained it against a history missing turns."""
+    for v in VERSIONS:
+        assert _check_json(cli, FIXTURES / f"harness-{v}/trust/reminder_tool_loop.cassette") == [], v
+        doc = _diff_json(cli, FIXTURES / f"harness-{v}/trust/reminder_tool_loop.cassette",
+                         FIXTURES / "harness-0.62.0/trust/reminder_tool_loop.cassette")
+        assert not [x for x in doc["violations"] if x["invariant"] in ("content_lost", "compaction_grew_request")], (v, doc["violations"])
 
 
 def _check_json(cli, cassette: Path) -> list[dict]:

@@ -407,3 +407,26 @@ def test_a_harness_that_does_not_sum_per_message_is_estimated_whole(monkeypatch:
     assert session.cache.estimates.exact_only
     for ex in c.exchanges:
         assert ex.estimate == estimate(load_messages(c.expand(ex.messages)))
+
+
+def test_set_typed_request_parameters_are_recorded_in_one_order() -> None:
+    """``deferred_capability_ids`` is a ``set[str]``: recorded in the process's hash order, a replay under
+    another PYTHONHASHSEED read the same skills as CHANGED (``Skills`` with two skills)."""
+    import dataclasses
+
+    from replay.normaliser._unsent import sent_parameters
+    from replay.recorder import parameters_json
+
+    @dataclasses.dataclass
+    class Params:
+        function_tools: list[str]
+        deferred_capability_ids: set[str]
+
+    names = {f"skill-{n:02d}" for n in range(40)}  # 40 names: their hash order is never the sorted one
+    assert list(names) != sorted(names)
+    assert parameters_json(Params(["b", "a"], names))["deferred_capability_ids"] == sorted(names)
+    assert parameters_json(Params(["b", "a"], set()))["function_tools"] == ["b", "a"]  # lists keep their order
+    # cassettes recorded before: compared in one order too
+    recorded = {"deferred_capability_ids": ["release-notes", "code-review"], "function_tools": [{"name": "b"}, {"name": "a"}]}
+    assert sent_parameters(recorded) == {"deferred_capability_ids": ["code-review", "release-notes"],
+                                         "function_tools": [{"name": "b"}, {"name": "a"}]}
