@@ -204,8 +204,9 @@ def _text_map(value: Any, where: str) -> None:
         raise SchemaError(where, "expected a map of text to text")
 
 
-def _wire_record(record: Any, where: str, blobs: int) -> None:
-    """An HTTP exchange (``replay.wire``): its body lives in the blob table, by reference."""
+def _wire_record(record: Any, where: str, blobs: int) -> list[int]:
+    """An HTTP exchange (``replay.wire``): its body lives in the blob table, by reference (returned:
+    each one counts against the loader's limits like a message reference)."""
     _fields(record, where, _WIRE_FIELDS, ("method", "url"))
     if type(record.get("stream", False)) is not bool:
         raise SchemaError(f"{where}.stream", f"expected a boolean, got {_kind(record['stream'])}")
@@ -223,6 +224,8 @@ def _wire_record(record: Any, where: str, blobs: int) -> None:
     for ref in refs:
         if ref is not None and ref >= blobs:
             raise SchemaError(where, f"wire body reference {ref} outside the blob table of {blobs}")
+    return [r for r in refs if r is not None]
+
 _HEADER_TEXT = ("tool_version", "python_version", "platform", "created_at")
 _HEADER_OPT_TEXT = ("source_hash", "harness_version", "slim_version", "pydantic_version")
 _KINDS = frozenset({"request", "request_stream", "count_tokens", "compact_messages"})
@@ -639,7 +642,12 @@ def validate(raw: dict[str, Any], limits: Limits) -> None:
             _error(ex["error"], f"exchanges[{i}].error")
         if ex.get("wire") is not None:
             for j, record in enumerate(_list(ex["wire"], f"exchanges[{i}].wire")):
-                _wire_record(record, f"exchanges[{i}].wire[{j}]", n_blobs)
+                where = f"exchanges[{i}].wire[{j}]"
+                refs = _wire_record(record, where, n_blobs)
+                references += len(refs)  # one blob referenced 4,000 times: a 1 MB file `show` expanded to 4 GB
+                expanded += sum(blob_weights[r] for r in refs)
+                if references > max_references:
+                    raise SchemaError(where, f"over {max_references:,} message references once expanded (Limits.max_references)")
         if checked is None:
             expanded += exchanges.slow_weight(ex, f"exchanges[{i}]", depth + 2)
         else:

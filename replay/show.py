@@ -167,7 +167,7 @@ def _raw_lines(cassette: Cassette, *, normalized: bool = False) -> Iterator[str]
                             yield from _entry(f"  messages[{j}]:", m, "  ")
                     elif key != "kind":
                         yield from _entry(f"  {key}:", value, "  ")
-                for k, (method, path, body) in enumerate(wire.get((role, req.index), ())):
+                for k, (method, path, body) in enumerate(wire.of(role, req.index) if wire is not None else ()):
                     yield from _entry(f"  wire[{k}] {method} {path}:", body, "  ")
         yield from _entry("== outcome:", n.outcome, "")
         for o in n.observations:
@@ -204,13 +204,13 @@ def _raw_lines(cassette: Cassette, *, normalized: bool = False) -> Iterator[str]
             yield f"  [{j}] {_message(m)}"
 
 
-def _normal_wire(cassette: Cassette) -> dict[tuple[str, int], list[tuple[str, str, Any]]]:
+def _normal_wire(cassette: Cassette) -> Any:
     """The request bodies the wire comparison compares (none for in-process models: no import then)."""
     if not any(ex.wire for ex in cassette.exchanges):
-        return {}
-    from .wire.compare import normal_bodies
+        return None
+    from .wire.compare import NormalBodies
 
-    return normal_bodies(cassette)
+    return NormalBodies(cassette)
 
 
 # --------------------------------------------------------------------------- bounded output

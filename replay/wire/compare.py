@@ -41,17 +41,23 @@ class WireChange:
 
     def describe(self, width: int = 80) -> str:
         where = f"{self.role}[{self.index}] wire"
+        before, after = _sent(self.before), _sent(self.after)
         if self.kind == "changed":
-            return f"{where}: {self.path}: {_short(self.before, width)} → {_short(self.after, width)}"
+            return f"{where}: {self.path}: {_short(before, width)} → {_short(after, width)}"
         if self.kind == "request":
             return f"{where}: {self.path}"
         sign = "+" if self.kind == "added" else "-"
-        value = self.after if self.kind == "added" else self.before
+        value = after if self.kind == "added" else before
         return f"{where}: {sign} {self.path}: {_short(value, width)}"
 
     def as_json(self) -> dict[str, Any]:
         return {"role": self.role, "index": self.index, "path": self.path, "kind": self.kind,
-                "before": self.before, "after": self.after}
+                "before": _sent(self.before), "after": _sent(self.after)}
+
+
+def _sent(value: Any) -> Any:
+    """A value as it was sent: JSON text compared in its canonical form shows as written."""
+    return getattr(value, "original", value) if isinstance(value, str) else value
 
 
 def _short(value: Any, width: int) -> str:
@@ -81,11 +87,43 @@ class _Aliases:
 
 def _canonical_json(text: str) -> str:
     """JSON sent as a string (a tool call's ``arguments``) without the serialiser's spacing: slim 2.56
-    writes ``{"city": "Paris"}`` and 2.62 ``{"city":"Paris"}``, the same arguments. Not JSON: as is."""
+    writes ``{"city": "Paris"}`` and 2.62 ``{"city":"Paris"}``, the same arguments. Only the spacing:
+    keys keep their order and repeats, numbers their digits (``1e400`` is not ``1e999999``). Not JSON,
+    or nested past what the parser takes: as is."""
     try:
-        return json.dumps(json.loads(text), ensure_ascii=False, separators=(",", ":"))
-    except ValueError:
+        parsed = json.loads(text, object_pairs_hook=_Pairs, parse_float=_Number, parse_int=_Number, parse_constant=_Number)
+        canonical = _emit(parsed)
+    except (ValueError, RecursionError):
         return text
+    if canonical == text:
+        return text
+    out = _Canonical(canonical)
+    out.original = text
+    return out
+
+
+class _Pairs(list):  # type: ignore[type-arg]
+    """An object's members in order, repeats kept (``{"k": 1, "k": 2}`` is not ``{"k": 2}``)."""
+
+
+class _Number(str):
+    """A number (or NaN, Infinity) as written."""
+
+
+def _emit(value: Any) -> str:
+    if isinstance(value, _Pairs):
+        return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + _emit(v) for k, v in value) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_emit(v) for v in value) + "]"
+    if isinstance(value, _Number):
+        return str.__str__(value)
+    return json.dumps(value, ensure_ascii=False)
+
+
+class _Canonical(str):
+    """Compared in its canonical form, shown as it was sent."""
+
+    original: str
 
 
 def _digest(value: Any) -> bytes:
@@ -137,18 +175,35 @@ def _body_changes(a: Any, b: Any) -> list[tuple[str, Kind, Any, Any]]:
     return out
 
 
+_ALIGN_CELLS = 4_000_000
+"""Past this many element pairs the middle is paired by position: ``SequenceMatcher`` without
+autojunk is quadratic when elements repeat (16,000 references to one message: 32 s)."""
+
+
 def _align(key: str, a: list[Any], b: list[Any]) -> list[tuple[str, Kind, Any, Any]]:
     da, db = [_digest(x) for x in a], [_digest(x) for x in b]
     if da == db:
         return []
+    lo = 0  # the common head and tail need no matching: what a conversation re-sends
+    while lo < len(da) and lo < len(db) and da[lo] == db[lo]:
+        lo += 1
+    hi = 0
+    while hi < len(da) - lo and hi < len(db) - lo and da[-1 - hi] == db[-1 - hi]:
+        hi += 1
     out: list[tuple[str, Kind, Any, Any]] = []
-    matcher = difflib.SequenceMatcher(a=da, b=db, autojunk=False)
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+    ma, mb = da[lo : len(da) - hi], db[lo : len(db) - hi]
+    if len(ma) * len(mb) > _ALIGN_CELLS:
+        opcodes = [("replace", lo, lo + len(ma), lo, lo + len(mb))]
+    else:
+        matcher = difflib.SequenceMatcher(a=ma, b=mb, autojunk=False)
+        opcodes = [(op, lo + i1, lo + i2, lo + j1, lo + j2) for op, i1, i2, j1, j2 in matcher.get_opcodes()]
+    for op, i1, i2, j1, j2 in opcodes:
         if op == "equal":
             continue
         pairs = min(i2 - i1, j2 - j1) if op == "replace" else 0
         for n in range(pairs):
-            out += _deep([key, j1 + n], a[i1 + n], b[j1 + n])
+            if da[i1 + n] != db[j1 + n]:  # paired by position past the cap: equal ones say nothing
+                out += _deep([key, j1 + n], a[i1 + n], b[j1 + n])
         for i in range(i1 + pairs, i2):
             out.append((_path([key, i]), "removed", a[i], None))
         for j in range(j1 + pairs, j2):
@@ -158,21 +213,33 @@ def _align(key: str, a: list[Any], b: list[Any]) -> list[tuple[str, Kind, Any, A
 
 def bodies(cassette: Cassette, ex: Exchange) -> list[tuple[str, str, Any]]:
     """(method, path, body) of each HTTP request of a call; the host is left out (ports differ per run)."""
+    return [(w.method, _path_of(w.url), request_body(cassette, w)) for w in ex.wire or ()]
+
+
+def _path_of(url: str) -> str:
     from urllib.parse import urlsplit
 
-    return [(w.method, urlsplit(w.url).path, request_body(cassette, w)) for w in ex.wire or ()]
+    try:
+        return urlsplit(url).path
+    except ValueError:  # not a URL a client could have sent (a cassette is untrusted): compared whole
+        return url
 
 
-def normal_bodies(cassette: Cassette, rules: Rules = Rules()) -> dict[tuple[str, int], list[tuple[str, str, Any]]]:
-    """Each call's HTTP requests as :func:`compare` sees them (ids and secrets aliased in the same order,
-    volatile and ignored keys dropped): what ``replay show --normalized`` prints for the wire."""
-    aliases, ignore = _Aliases(), rules.keys
-    return {
-        (role, ex.index): [(m, path, aliases.value(body, ignore)) for m, path, body in bodies(cassette, ex)]
-        for role, xs in cassette.by_role().items()
-        for ex in xs
-        if ex.wire
-    }
+class NormalBodies:
+    """Each call's HTTP requests as :func:`compare` sees them (ids and secrets aliased in order of use,
+    volatile and ignored keys dropped): what ``replay show --normalized`` prints for the wire. Built
+    call by call as they are printed, so a bounded output stops the work with it."""
+
+    def __init__(self, cassette: Cassette, rules: Rules = Rules()) -> None:
+        self.cassette, self.ignore = cassette, rules.keys
+        self.aliases = _Aliases()
+        self.calls = {(ex.role, ex.index): ex for ex in cassette.exchanges if ex.wire}
+
+    def of(self, role: str, index: int) -> list[tuple[str, str, Any]]:
+        ex = self.calls.get((role, index))
+        if ex is None:
+            return []
+        return [(m, path, self.aliases.value(body, self.ignore)) for m, path, body in bodies(self.cassette, ex)]
 
 
 def compare(a: Cassette, b: Cassette, rules: Rules = Rules()) -> list[WireChange]:

@@ -195,3 +195,29 @@ def test_an_errors_attributes_are_public_names_only() -> None:
             loads(h.pack(wire))
     wire["outcome"]["error"]["attributes"] = {"status_code": 503}
     assert loads(h.pack(wire)).outcome.error.attributes == {"status_code": 503}  # type: ignore[union-attr]
+
+
+def test_wire_body_references_count_against_the_limits() -> None:
+    """A 1 MB file referencing one blob 4,000 times in a wire body: `show` expanded it to 4 GB; references
+    and expanded text are counted as for messages."""
+    w = h.wire(h.with_wire(h.SMALL_REAL.read_bytes()))
+    w["blobs"].append("a" * 100_000)
+    big = len(w["blobs"]) - 1
+    w["exchanges"][0]["wire"][0]["body_lists"] = {}
+    base = next(n for n in range(1, 10_000) if _loads_within(h.pack(w), n))  # the file's own references
+    w["exchanges"][0]["wire"][0]["body_lists"] = {"messages": [big] * 50}
+    data = h.pack(w)
+    assert loads(data).exchanges[0].wire  # within the defaults
+    assert _loads_within(data, base + 49) is False and _loads_within(data, base + 50)
+    with pytest.raises(CassetteError, match=rf"over {base + 49} message references"):
+        loads(data, limits=Limits(max_references=base + 49))
+    with pytest.raises(CassetteError, match="max_expanded"):
+        loads(data, limits=Limits(max_expanded=1_000_000))
+
+
+def _loads_within(data: bytes, references: int) -> bool:
+    try:
+        loads(data, limits=Limits(max_references=references))
+    except CassetteError:
+        return False
+    return True

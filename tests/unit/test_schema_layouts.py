@@ -216,6 +216,11 @@ def expanded(wire: dict[str, Any]) -> tuple[int, int]:
         total += sum(blobs[ex[k]] for k in ("settings", "parameters") if ex.get(k) is not None)
         total += weights[ex["response"]] if ex.get("response") is not None else 0
         total += S.json_weight({k: v for k, v in ex.items() if k != "messages"}, "", 202)
+        for record in ex.get("wire") or []:  # a wire body's blobs, by reference
+            refs = [record["body"]] if record.get("body") is not None else []
+            refs += [i for ids in (record.get("body_lists") or {}).values() for i in ids]
+            references += len(refs)
+            total += sum(blobs[i] for i in refs)
     for run in wire.get("runs") or []:
         add(run.get("history"))
         add(run.get("result"))

@@ -102,3 +102,42 @@ def test_a_wire_reference_outside_the_blob_table_is_refused_at_load() -> None:
     data["exchanges"][0]["wire"][0]["body_lists"]["messages"] = [999]
     with pytest.raises(CassetteError, match="wire body reference 999 outside the blob table"):
         loads(MAGIC + msgpack.packb(data, use_bin_type=True))
+
+
+def test_hostile_wire_values_are_compared_not_crashed_on() -> None:
+    """A cassette is untrusted: JSON text nested past the parser's depth raised RecursionError through
+    `show --normalized` (the git textconv), `diff` and `run`; a URL urlsplit refuses raised ValueError."""
+    deep = "[" * 5000 + "]" * 5000
+    a = cassette(chat({"role": "user", "content": deep}))
+    b = cassette(chat({"role": "user", "content": deep[1:-1]}))
+    assert [x.path for x in compare(a, b)] == ["messages[0].content"]
+    from replay.wire.compare import NormalBodies, _path_of
+
+    assert _path_of("http://[::1/v1") == "http://[::1/v1" and _path_of("http://h:1/v1/x?q=1") == "/v1/x"
+    assert NormalBodies(a).of("main", 0)[0][2]["messages"][0]["content"] == deep
+
+
+def test_only_the_spacing_of_json_text_is_forgiven() -> None:
+    """Keys keep their order and repeats, numbers their digits: 1e400 is not 1e999999."""
+    from replay.wire.compare import _canonical_json as canonical
+
+    assert canonical('{"city": "Paris", "n": [1, 2.50]}') == canonical('{"city":"Paris","n":[1,2.50]}')
+    for x, y in (('{"k": 1, "k": 2}', '{"k":2}'), ('{"x": 1e400}', '{"x":1e999999}'), ('{"y": 0.1}', '{"y":0.10}'),
+                 ('{"a": 1, "b": 2}', '{"b":2,"a":1}')):
+        assert canonical(x) != canonical(y), (x, y)
+    changed = compare(cassette(chat(USER, extra='{"x": 1e400}')), cassette(chat(USER, extra='{"x":1e999999}')))
+    assert [c.describe() for c in changed] == ['main[0] wire: extra: {"x": 1e400} → {"x":1e999999}']  # as sent
+
+
+def test_long_lists_of_repeated_elements_align_in_linear_work() -> None:
+    """SequenceMatcher without autojunk is quadratic when elements repeat (16,000: 32 s); the common head
+    and tail are skipped first, and past a cap the middle is paired by position."""
+    from replay.wire import compare as wc
+
+    same = {"role": "user", "content": "again"}
+    a = [same] * 3000
+    b = [same] * 2999 + [{"role": "user", "content": "other"}]
+    assert wc._align("messages", a, b) == [("messages[2999].content", "changed", "again", "other")]
+    x, y = {"role": "user", "content": "x"}, {"role": "user", "content": "y"}
+    swapped = wc._align("messages", [x, y] * 1500, [y, x] * 1500)  # 3,000 x 3,000 pairs: past the cap
+    assert len(swapped) == 3000 and all(kind == "changed" for _, kind, _, _ in swapped)
