@@ -88,13 +88,19 @@ def test_one_line_per_scenario(cli: Callable[..., Any], write_scenario: Callable
     assert sorted(r.err.splitlines()) == ["unchanged    simple/compact", "unchanged    simple/other"]
 
 
-def test_new_violations_are_not_accepted_unless_asked(cli: Callable[..., Any], project: Path) -> None:
-    scenario = project / "scenarios" / "exp.py"
-    scenario.write_text(EXPECTING)
+def _recorded_then_edited(cli: Callable[..., Any], project: Path, sid: str, source: str, edit: tuple[str, str]) -> tuple[Path, bytes]:
+    """``source`` recorded as ``scenarios/<file>.py``, then edited: the cassette and its bytes before the edit."""
+    scenario = project / "scenarios" / f"{sid.split('/')[0]}.py"
+    scenario.write_text(source)
     assert cli("record").code == 0
-    target = project / "cassettes" / "exp" / "answer.cassette"
+    target = project / "cassettes" / f"{sid}.cassette"
     before = target.read_bytes()
-    scenario.write_text(EXPECTING.replace('PROMPT = "Is it ready?"', 'PROMPT = "Is it done?"'))
+    scenario.write_text(source.replace(*edit))
+    return target, before
+
+
+def test_new_violations_are_not_accepted_unless_asked(cli: Callable[..., Any], project: Path) -> None:
+    target, before = _recorded_then_edited(cli, project, "exp/answer", EXPECTING, ('PROMPT = "Is it ready?"', 'PROMPT = "Is it done?"'))
     r = cli("run", "--accept")
     assert r.code == 1
     assert "not accepted exp/answer: 1 new violation(s) (expectation scenario)" in r.err
@@ -124,12 +130,7 @@ async def declared(run: Run) -> str:
 
 def test_a_replay_that_no_longer_ends_as_declared_is_not_accepted(cli: Callable[..., Any], project: Path) -> None:
     """`replay record` refuses a run that ends without the error it declares; `--accept` wrote it."""
-    scenario = project / "scenarios" / "err.py"
-    scenario.write_text(DECLARED)
-    assert cli("record").code == 0
-    target = project / "cassettes" / "err" / "declared.cassette"
-    before = target.read_bytes()
-    scenario.write_text(DECLARED.replace('RAISE_ON = "ok"', 'RAISE_ON = "nope"'))
+    target, before = _recorded_then_edited(cli, project, "err/declared", DECLARED, ('RAISE_ON = "ok"', 'RAISE_ON = "nope"'))
     assert cli("record", "--force").code == 2 and target.read_bytes() == before
     for flag in ("--accept", "--accept-violations"):
         r = cli("run", flag)
