@@ -748,16 +748,6 @@ class _Index:
                 self._chars[i] = _message_chars(self.msg(i))
         return self._chars[i]
 
-    def per_message(self, ids: list[int]) -> int:
-        """The estimate formula over ``ids``, each message counted alone: by the harness where this
-        version can (``chars``), else its text; plus the last instructions."""
-        total, instructions = 0, 0
-        for i in ids:
-            ch = self.chars(i)
-            total += ch if ch is not None else len(_text(self.msg(i)))
-            instructions = self.instr(i) or instructions
-        return (total + instructions) // 4
-
     def loadable(self, ids: Iterable[int]) -> bool:
         """Whether the installed pydantic-ai can load every one of these messages. A cassette recorded by
         a later slim, checked under an earlier one (a matrix cell), can hold part kinds it does not know
@@ -780,12 +770,18 @@ class _Index:
             self._instr[i] = _instructions_chars(self.msg(i))
         return self._instr[i]
 
-    def estimate(self, ids: list[int]) -> int:
+    def estimate(self, ids: list[int], *, per_message: bool = False) -> int:
+        """The harness's estimate of ``ids``: the sum of each message's characters plus the last
+        instructions, over 4 — or, where a message is not counted alone (instruction deltas), the
+        harness on the whole list. ``per_message``: every message alone, by hand where the harness
+        cannot count it (a later slim's parts under an earlier one), so two sides share one ruler."""
         total, instructions = 0, 0
         for i in ids:
             ch = self.chars(i)
             if ch is None:
-                return _exact(self.expand(ids))
+                if not per_message:
+                    return _exact(self.expand(ids))
+                ch = len(_text(self.msg(i)))
             total += ch
             instructions = self.instr(i) or instructions
         return (total + instructions) // 4
@@ -1041,8 +1037,8 @@ def compaction_grew_request(c: Cassette) -> Iterator[Violation]:
             if ix.newer_slim and (v.logical.unloadable_to(v.length) or not ix.loadable(sent)):
                 # a later slim's part kinds under an earlier one: both sides message by message, each by the
                 # harness where it can load it and by hand where not — one ruler for the two sides
-                before = ix.per_message(v.logical.ids[: v.length])
-                after = ix.per_message(sent)
+                before = ix.estimate(v.logical.ids[: v.length], per_message=True)
+                after = ix.estimate(sent, per_message=True)
             else:
                 before = v.logical.estimate(v.length)
                 after = ix.estimate(sent) if sent else (v.exchange.estimate or 0)
