@@ -26,6 +26,7 @@ import msgpack
 
 from .._conversations import in_conversations, interleaved_roles, turns_of
 from ..cassette import Cassette, Exchange
+from ..scrub import PLACEHOLDER_RE
 from ._schema import EMPTY, Choice, Schema, compile_schema, installed_schema, merge
 from ._unsent import sent_message, sent_parameters
 
@@ -51,7 +52,7 @@ _UUID_MIDDLE = re.compile(r"-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-")
 """What every uuid contains; a search that starts with a literal skips through long texts ~70x
 faster than ``_UUID``, which tries its leading word boundary and 8 hex digits at every position."""
 _ID_KEYS = frozenset({"tool_call_id", "id"})
-SECRET_PLACEHOLDER = re.compile(r"<secret:[a-z0-9._-]{1,40}:[0-9a-f]{1,16}>")
+SECRET_PLACEHOLDER = PLACEHOLDER_RE
 """A scrubbed secret (``replay.scrub``). Its label is the scrubber's guess at the kind, from the value's
 shape or the words around it, and the ordinal counts per label: the replay's placeholder key where the
 recording had a real one (``<secret:api-key:1>`` for ``<secret:openai:1>``) is the same secret in the same
