@@ -11,6 +11,12 @@ A verdict compares what the model is sent. pydantic-ai documents these as never 
   contributed the tool or text. For a capability without an explicit ``id`` it is a run-local
   handle with a random suffix (``<repo_context:ec9382>``, new in every run), and a release that
   gives a capability an explicit id changes nothing the model sees.
+* a tool definition's ``toolset_id``, ``unless_tool_kind`` and ``tool_kind``: which toolset a tool
+  came from, and the typed-part bookkeeping pydantic-ai resolves before the request ("the tool left
+  out is neither sent to the model nor callable"); the provider mappings send a tool's name,
+  description, schema and strictness. Harness 0.60 stamped ``ToolOutputLimits``' reader tool with
+  both kinds, which made every request of every older recording ``changed``. The one kind a
+  mapping reads (OpenAI's ``tool-search``, which decides where the tool goes) is kept.
 
 They are removed by position (message, part, content item, tool definition, instruction part),
 never by key name alone, so a tool argument or a JSON-schema property called ``metadata`` or
@@ -28,7 +34,9 @@ def _without(value: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 
 
 _META = ("metadata",)
-_TOOL = ("metadata", "capability_id")
+_TOOL = ("metadata", "capability_id", "toolset_id", "unless_tool_kind", "tool_kind")
+_SENT_TOOL_KINDS = frozenset({"tool-search"})
+"""``tool_kind`` values a provider mapping reads (``models/openai.py``: a client-side tool search)."""
 _INSTRUCTION = ("id",)
 
 
@@ -88,5 +96,13 @@ def sent_parameters(parameters: Any) -> Any:
         if type(items) is list and any(type(t) is dict and any(k in t for k in drop) for t in items):
             if out is parameters:
                 out = dict(parameters)
-            out[key] = [_without(t, drop) if type(t) is dict else t for t in items]
+            out[key] = [_sent_tool(t, drop) if type(t) is dict else t for t in items]
+    return out
+
+
+def _sent_tool(tool: dict[str, Any], drop: tuple[str, ...]) -> dict[str, Any]:
+    out = _without(tool, drop)
+    kind = tool.get("tool_kind")
+    if kind in _SENT_TOOL_KINDS:
+        out["tool_kind"] = kind
     return out

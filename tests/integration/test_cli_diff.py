@@ -174,15 +174,16 @@ def test_every_trust_scenario_replays_same_on_the_installed_version_three_times(
     for _ in range(3):
         r = cli("run", FIXTURES / "scenarios" / "trust.py", "--cassettes", FIXTURES / "harness-0.62.0", "--format", "json")
         statuses = {sid: cell["status"] for sid, cell in json.loads(r.out)["scenarios"].items()}
-        assert len(statuses) == 14 and set(statuses.values()) == {"same"}, statuses
+        assert len(statuses) == 15 and set(statuses.values()) == {"same"}, statuses
 
 
 def test_what_the_model_is_never_sent_is_not_a_change(cli) -> None:
     """An anonymous capability's tool carries a run-local ``capability_id`` (random in every run) and its tool
-    return times itself in ``metadata``; neither reaches the model. A sliding window compacts without calling
+    return times itself in ``metadata``; neither reaches the model, nor do the ``tool_kind``/``unless_tool_kind``
+    harness 0.60 stamps on ToolOutputLimits' reader tool (before: every request changed). A sliding window compacts without calling
     a model. A run id the model quotes back must be drawn again as recorded. On four versions: no diff, no
     violation (before: ``cache_prefix_broken`` on every one of these recordings and a changed diff)."""
-    for name in ("anonymous_capability", "sliding_window", "run_id_quoted"):
+    for name in ("anonymous_capability", "sliding_window", "run_id_quoted", "tool_output_limits"):
         for v in VERSIONS:
             cassette = FIXTURES / f"harness-{v}/trust/{name}.cassette"
             assert _check_json(cli, cassette) == [], (name, v)
@@ -193,6 +194,9 @@ def test_what_the_model_is_never_sent_is_not_a_change(cli) -> None:
     ids = {t["capability_id"] for b in c.blobs if isinstance(b, dict) for t in b.get("function_tools") or ()}
     assert len(ids) == 3 and all(i.startswith("<_clock:") for i in ids), ids
     assert sum("latency_ms" in json.dumps(m) for m in c.messages) >= 3
+    kinds = {v: {t.get("tool_kind") for b in load(FIXTURES / f"harness-{v}/trust/tool_output_limits.cassette").blobs
+                 if isinstance(b, dict) for t in b.get("function_tools") or ()} for v in VERSIONS}
+    assert kinds["0.59.0"] == {None} and "tool_output_limits.read_tool_result" in kinds["0.62.0"], kinds
 
 
 def test_a_second_compaction_in_one_run_starts_from_the_first(cli) -> None:

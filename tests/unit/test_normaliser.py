@@ -217,6 +217,18 @@ def test_what_the_model_is_never_sent_is_dropped_by_position_only() -> None:
     assert parameters["function_tools"][0]["capability_id"] == "<clock:9f3a1b>"  # the cassette's own data untouched
 
 
+def test_a_tools_kinds_and_toolset_are_bookkeeping_but_tool_search_is_sent() -> None:
+    """pydantic-ai resolves ``unless_tool_kind`` before the request and promotes parts by ``tool_kind``;
+    the one kind a provider mapping reads (OpenAI's client-side ``tool-search``) stays."""
+    from replay.normaliser._unsent import sent_parameters
+
+    parameters = {"function_tools": [
+        {"name": "read", "toolset_id": "<agent>", "tool_kind": "limits.read", "unless_tool_kind": "fs.read_file"},
+        {"name": "search", "toolset_id": "search", "tool_kind": "tool-search", "unless_tool_kind": None},
+    ]}
+    assert sent_parameters(parameters) == {"function_tools": [{"name": "read"}, {"name": "search", "tool_kind": "tool-search"}]}
+
+
 def test_normalise_drops_unsent_fields_of_messages_and_parameters() -> None:
     b = CassetteBuilder(Header(scenario_id="unit/s"))
     req = {"kind": "request", "parts": [{"part_kind": "tool-return", "tool_name": "t", "content": "5", "metadata": {"ms": 1.5}}]}
