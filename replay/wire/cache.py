@@ -265,6 +265,15 @@ def _leading_parts(a: dict[str, Any], b: dict[str, Any]) -> int:
     return n
 
 
+def _left_out_only(before: Any, after: Any) -> bool:
+    """Whether ``after`` is ``before`` with some parts left out and nothing else changed."""
+    pa, pb = before.get("parts") if type(before) is dict else None, after.get("parts") if type(after) is dict else None
+    if type(pa) is not list or type(pb) is not list or len(pb) >= len(pa) or before.get("kind") != after.get("kind"):
+        return False
+    kept = iter(_part_key(p) for p in pa)
+    return all(any(k == q for k in kept) for q in (_part_key(p) for p in pb))
+
+
 def request_costs(c: Cassette, tokenizer: Tokenizer | None = None) -> list[RequestCost]:
     """Every request that sends messages, with its cacheable prefix against the role's previous one.
 
@@ -349,16 +358,18 @@ def _request_costs(c: Cassette, tokenizer: Tokenizer | None) -> list[RequestCost
 
 
 def broken_prefixes(c: Cassette, costs: Iterable[RequestCost] | None = None) -> Iterator[tuple[RequestCost, int]]:
-    """Requests that re-send less of the previous request than it held, before its last message, with no compaction.
+    """Requests that re-send less of the previous request than it held, with no compaction.
 
     What the previous request appended to its own last message and the next request leaves
     out (a reminder or plan behind a cache point) was never going to be re-sent: the prefix
-    up to it still matches. An edit further back is what turns cached input into full-price
-    input. Only the scenario's own agents carry a conversation from request to request; a
+    up to it still matches. Any other edit is what turns cached input into full-price input,
+    the previous request's last message included: ``ClearToolResults`` up to 0.57 blanked
+    exactly that tool return on every request, which passed as a left-out reminder. Only the scenario's own agents carry a conversation from request to request; a
     capability's agent (summarizer, judge) starts afresh on every call.
     """
     by_key = {(x.role, x.index): x for x in c.exchanges}
     user_roles = c.user_roles()
+    sent = _Sent(c)
     seen: dict[tuple[str, int], RequestCost] = {}
     for cost in costs if costs is not None else request_costs(c):
         if cost.role not in user_roles:
@@ -368,7 +379,12 @@ def broken_prefixes(c: Cassette, costs: Iterable[RequestCost] | None = None) -> 
         if prev is None or cost.compacted:
             continue
         ex_prev, ex = by_key[(prev.role, prev.index)], by_key[(cost.role, cost.index)]
-        edited_history = cost.diverged_at < len(ex_prev.messages) - 1
+        last = len(ex_prev.messages) - 1
+        edited_history = cost.diverged_at < last or (
+            cost.diverged_at == last < len(ex.messages)
+            and sent.parameters(ex.parameters, ex_prev.parameters)  # else the tools moved, not the message
+            and not _left_out_only(c.messages[ex_prev.messages[last]], c.messages[ex.messages[last]])
+        )
         if len(ex.messages) >= len(ex_prev.messages) and edited_history and cost.cached < prev.tokens:
             yield cost, prev.tokens
 

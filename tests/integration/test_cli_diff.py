@@ -174,7 +174,7 @@ def test_every_trust_scenario_replays_same_on_the_installed_version_three_times(
     for _ in range(3):
         r = cli("run", FIXTURES / "scenarios" / "trust.py", "--cassettes", FIXTURES / "harness-0.62.0", "--format", "json")
         statuses = {sid: cell["status"] for sid, cell in json.loads(r.out)["scenarios"].items()}
-        assert len(statuses) == 15 and set(statuses.values()) == {"same"}, statuses
+        assert len(statuses) == 16 and set(statuses.values()) == {"same"}, statuses
 
 
 def test_what_the_model_is_never_sent_is_not_a_change(cli) -> None:
@@ -301,3 +301,16 @@ def test_header_says_each_version_once(cli) -> None:
     assert r.code == 1, r.err
     assert "harness 0.54.0, slim 2.54.0; harness 0.62.0, slim 2.62.0" in r.out
     assert "harness 0.54.0: harness 0.54.0" not in r.out
+
+
+def test_clearing_tool_results_on_every_request_is_the_worse_cache_bust(cli) -> None:
+    """ClearToolResults(max_messages=6, keep_pairs=1) up to 0.57 blanks one more result on every request:
+    the previous request's own tool return, which passed as a reminder left out (no violation counted for
+    it), so 0.58's batched clearing read as a regression. Now every bust counts and the role's total grades."""
+    busts = {v: [x["evidence"]["requests"] for x in _check_json(cli, FIXTURES / f"harness-{v}/trust/clear_tool_results.cassette")
+                 if x["invariant"] == "cache_prefix_broken"] for v in VERSIONS}
+    assert busts == {"0.54.0": [[3, 4, 5, 6, 7, 8]], "0.56.0": [[3, 4, 5, 6, 7, 8]], "0.59.0": [[3, 6]], "0.62.0": [[3, 6]]}
+    old, new = (FIXTURES / f"harness-{v}/trust/clear_tool_results.cassette" for v in ("0.56.0", "0.62.0"))
+    forward, backward = _diff_json(cli, old, new), _diff_json(cli, new, old)
+    assert [x["status"] for x in forward["violations"]] == ["better"] and not forward["new_violations"]
+    assert [x["status"] for x in backward["violations"]] == ["worse"] and backward["new_violations"]
