@@ -96,7 +96,6 @@ def _part(part: dict[str, Any]) -> str:
         content = " ".join(str(c.get("content", c)) if isinstance(c, dict) else str(c) for c in content)
     if content is not None and content != "":
         text = content if isinstance(content, str) else _line(content)
-        text = text.replace("\n", "\\n")
         bits.append(repr(text if len(text) <= 160 else text[:157] + "..."))
     return " ".join(bits)
 

@@ -111,7 +111,9 @@ def test_committed_example_reports_hold_the_seed_figures() -> None:
     assert long.count("3 of 3 byte-identical") == 2
     blank = (docs / "seed002-whitespace.md").read_text()
     assert "| requests per role | main 4, summarizing_compaction 1 | main 2, summarizing_compaction 2 |" in blank
-    assert "system-prompt 'Summary of previous conversation:\\\\n\\\\n' | user-prompt" in blank
+    # a newline shows as \n, as repr() spells it, like the tab beside it (it was escaped twice: \\n)
+    assert "system-prompt 'Summary of previous conversation:\\n\\n' | user-prompt" in blank
+    assert "text ' \\t\\n '" in blank
     pred = (docs / "seed003-reused_id_one_return.md").read_text()
     row = next(line for line in pred.splitlines() if line.startswith("| violations |"))
     assert row.count("predicate_verdict is_provider_valid[0]: is_provider_valid True, but 1 tool call (add, c1) has no result") == 2
