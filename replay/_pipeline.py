@@ -23,7 +23,7 @@ from .differ import Diff, diff
 from .errors import CassetteError, ReplayError
 from .normaliser import Rules
 from .recorder import record
-from .replayer import WARNING_KINDS, Level, OnExhausted, replay
+from .replayer import WARNING_KINDS, Level, OnExhausted, error_kinds, replay
 from .reporter import ScenarioReport, Status
 from .scenario import Scenario
 from .wire.cache import Price, Tokenizer, prices_from, tokenizer_from
@@ -76,7 +76,7 @@ def not_as_declared(sc: Scenario, cassette: Cassette) -> str | None:
     """Why a recording is no baseline: it ended with an error the scenario did not declare, or without
     the one it declared (``@scenario(expect_error=...)``); None when it ended as declared."""
     error = cassette.outcome.error
-    if sc.error_expected(error.type if error else None):
+    if sc.error_expected(error.type if error else None, error_kinds(error) if error else ()):
         return None
     why = (
         f"raised {error.type.rsplit('.', 1)[-1]}: {(error.message.splitlines() or [''])[0][:120]}"

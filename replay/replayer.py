@@ -65,17 +65,49 @@ class ReplayResult:
     divergences: list[Divergence] = field(default_factory=list)
 
 
+def _imported_class(dotted: str) -> type[BaseException] | None:
+    module_name, _, qualname = dotted.rpartition(".")
+    module = sys.modules.get(module_name)
+    cls = getattr(module, qualname, None) if module is not None else None
+    return cls if isinstance(cls, type) and issubclass(cls, Exception) else None
+
+
+def _http_error(info: ErrorInfo) -> BaseException | None:
+    """A recorded provider HTTP error as the installed pydantic-ai raises one.
+
+    Slim 2.60+ raises an HTTP error as a private class that is a ``ModelHTTPError`` *and* its
+    category (``ModelServerError`` for a 500) and takes the category's name, which is what the
+    cassette records; 2.59 and older raise a plain ``ModelHTTPError``. Rebuilt as the recorded
+    name alone, ``except ModelHTTPError`` stopped catching it on replay, and on an older slim
+    the category did not exist at all.
+    """
+    attributes = info.attributes or {}
+    status, model_name = attributes.get("status_code"), attributes.get("model_name")
+    exceptions = sys.modules.get("pydantic_ai.exceptions")
+    http = getattr(exceptions, "ModelHTTPError", None)
+    if type(status) is not int or not isinstance(model_name, str) or not isinstance(http, type):
+        return None
+    category = _imported_class(info.type)
+    try:
+        if category is not None and issubclass(category, http):
+            return category(status, model_name, attributes.get("body"))
+        for_category = getattr(http, "for_category", None)
+        if category is not None and callable(for_category):
+            return for_category(category, status_code=status, model_name=model_name, body=attributes.get("body"))
+        return http(status, model_name, attributes.get("body"))
+    except Exception:  # a category no HTTP error belongs to, another constructor: the generic path
+        return None
+
+
 def _rebuild_error(info: ErrorInfo) -> BaseException:
     """Re-raise a recorded model error as its own class when that class is already imported.
 
     Only classes from modules already in ``sys.modules`` are used: a cassette never
     causes an import.
     """
-    module_name, _, qualname = info.type.rpartition(".")
-    module = sys.modules.get(module_name)
-    cls = getattr(module, qualname, None) if module is not None else None
-    if isinstance(cls, type) and issubclass(cls, Exception):
-        error: BaseException | None = None
+    error: BaseException | None = _http_error(info)
+    cls = _imported_class(info.type)
+    if error is None and cls is not None:
         try:
             error = cls(info.message)
         except Exception:
@@ -87,14 +119,22 @@ def _rebuild_error(info: ErrorInfo) -> BaseException:
                 error.message = info.message  # type: ignore[attr-defined]
             except Exception:
                 error = None
-        if error is not None:
-            for name, value in (info.attributes or {}).items():  # status_code, body: what handlers branch on
-                try:
-                    setattr(error, name, value)
-                except Exception:  # a read-only property: the class computes it
-                    pass
-            return error
+    if error is not None:
+        for name, value in (info.attributes or {}).items():  # status_code, body: what handlers branch on
+            try:
+                setattr(error, name, value)
+            except Exception:  # a read-only property: the class computes it
+                pass
+        return error
     return ReplayedModelError(f"{info.type}: {info.message}")
+
+
+def error_kinds(info: ErrorInfo) -> list[str]:
+    """The dotted names of every class a replay of this error is an instance of (``except`` would catch it)."""
+    rebuilt = _rebuild_error(info)
+    if isinstance(rebuilt, ReplayedModelError):
+        return [info.type]
+    return [f"{c.__module__}.{c.__qualname__}" for c in type(rebuilt).__mro__]
 
 
 class CassetteSource:

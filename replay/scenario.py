@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.machinery
 import inspect
 import sys
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import CodeType
@@ -39,14 +39,16 @@ class Scenario:
     expect_error: str | None = None
     """Exception type the recording must end with (``UnexpectedModelBehavior`` or a dotted name)."""
 
-    def error_expected(self, error_type: str | None) -> bool:
+    def error_expected(self, error_type: str | None, kinds: Sequence[str] = ()) -> bool:
         """Whether a recording ending with ``error_type`` (None: no error) is the outcome this scenario declared.
 
+        ``kinds``: the dotted names of the classes the error is an instance of, so a declared base
+        class matches as ``except`` would (``ModelHTTPError`` for slim 2.60's ``ModelServerError``).
         Any other outcome is a scenario mistake, not a baseline: ``replay record`` refuses to save it.
         """
         if self.expect_error is None or error_type is None:
             return self.expect_error is None and error_type is None
-        return error_type == self.expect_error or error_type.endswith("." + self.expect_error)
+        return any(name == self.expect_error or name.endswith("." + self.expect_error) for name in (error_type, *kinds))
 
 
 @dataclass

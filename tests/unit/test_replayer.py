@@ -272,6 +272,63 @@ def test_a_replayed_http_error_keeps_what_handlers_branch_on() -> None:
     assert result.result.outcome == recorded.outcome and result.divergences == []
 
 
+def test_a_categorised_http_error_is_still_a_model_http_error_on_replay() -> None:
+    """Slim 2.60+ raises a 500 as a private class that is both ``ModelHTTPError`` and ``ModelServerError``
+    and is named ``ModelServerError``: rebuilt from that name alone, ``except ModelHTTPError`` missed it."""
+    from pydantic_ai.exceptions import ModelHTTPError, ModelServerError
+
+    from replay.cassette import Outcome, dumps, loads
+
+    seen: list[str] = []
+
+    async def scenario(run: Run) -> str:
+        def fail(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            raise ModelHTTPError.for_category(ModelServerError, status_code=500, model_name="m", body={"e": 1})
+
+        try:
+            await Agent(FunctionModel(fail)).run("hi")
+        except ModelHTTPError as exc:
+            seen.append(f"{type(exc).__name__} {exc.status_code} {isinstance(exc, ModelServerError)}")
+            return "handled"
+        return "not handled"
+
+    sc = make(scenario, "unit/categorised_http_error")
+    recorded = loads(dumps(record(sc)))
+    assert recorded.exchanges[0].error.type == "pydantic_ai.exceptions.ModelServerError"  # type: ignore[union-attr]
+    result = replay(sc, recorded)
+    assert seen == ["ModelServerError 500 True"] * 2
+    assert result.result.outcome == recorded.outcome == Outcome(output="handled")
+
+
+def test_an_http_error_of_a_category_the_installed_slim_lacks_is_its_http_error() -> None:
+    """Recorded on slim 2.60+ (``ModelServerError``), replayed where that class does not exist: the slim
+    of the replay raises a 500 as a plain ``ModelHTTPError``, so that is what the scenario gets, not a stand-in."""
+    from pydantic_ai.exceptions import ModelHTTPError
+
+    from replay.cassette import ErrorInfo
+    from replay.replayer import _rebuild_error, error_kinds
+
+    info = ErrorInfo(type="pydantic_ai.exceptions.ModelGoneInThisSlimError", message="status_code: 500, model_name: m, body: x",
+                     attributes={"status_code": 500, "model_name": "m", "body": "x"})
+    error = _rebuild_error(info)
+    assert type(error) is ModelHTTPError and error.status_code == 500 and str(error) == info.message
+    assert "pydantic_ai.exceptions.ModelHTTPError" in error_kinds(info)
+    assert error_kinds(ErrorInfo(type="nowhere.Error", message="m")) == ["nowhere.Error"]
+
+
+def test_expect_error_names_a_class_the_error_is_an_instance_of() -> None:
+    from replay.scenario import Scenario
+
+    def sc(expect: str) -> Scenario:
+        return Scenario(id="u/s", func=lambda run: None, path=None, doc="", source_hash="", expect_error=expect)  # type: ignore[arg-type,return-value]
+
+    kinds = ["pydantic_ai.exceptions.ModelServerError", "pydantic_ai.exceptions.ModelHTTPError", "builtins.Exception"]
+    assert sc("ModelHTTPError").error_expected("pydantic_ai.exceptions.ModelServerError", kinds)
+    assert sc("pydantic_ai.exceptions.ModelServerError").error_expected("pydantic_ai.exceptions.ModelServerError")
+    assert not sc("ModelHTTPError").error_expected("pydantic_ai.exceptions.ModelServerError")
+    assert not sc("HTTPError").error_expected("x.ModelServerError", kinds)  # names, not substrings
+
+
 def test_errors_are_written_as_before_without_values_of_their_own_and_never_compared() -> None:
     from replay.cassette import Cassette, ErrorInfo, Outcome, dumps, loads
     from replay.differ import diff
