@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import functools
 import gc
 import re
 from bisect import bisect_left
@@ -1029,6 +1030,7 @@ def compaction_grew_request(c: Cassette) -> Iterator[Violation]:
     windows = _Windows(c, ix)
     for role, views in ix.views().items():
         grown: list[tuple[int, int, int]] = []
+        grown_exchanges: list[Exchange] = []
         for v in views:
             window = bool(windows.of(role, v))
             if not ix.compacted(v, window):
@@ -1044,6 +1046,7 @@ def compaction_grew_request(c: Cassette) -> Iterator[Violation]:
                 after = ix.estimate(sent) if sent else (v.exchange.estimate or 0)
             if after > before:
                 grown.append((v.exchange.index, before, after))
+                grown_exchanges.append(v.exchange)
         if not grown:
             continue
         requests = [g[0] for g in grown]
@@ -1054,12 +1057,40 @@ def compaction_grew_request(c: Cassette) -> Iterator[Violation]:
             role,
             requests[0],
             f"compaction grew the request: {uncompacted[0]} tokens before, {_labels(after_list)} after "
-            f"({', '.join(f'{role}[{i}]' for i in requests)}); uncompacted {_labels(uncompacted)}",
+            f"({', '.join(f'{role}[{i}]' for i in requests)}); uncompacted {_labels(uncompacted)}"
+            + _ruler(c, grown_exchanges, after_list),
             {"before": uncompacted[0], "after": after_list, "uncompacted": uncompacted, "requests": requests},
             identity=("requests",),
             pair=(),
             measure={f"{role}[{i}]": after - before for i, before, after in grown},
         )
+
+
+def _ruler(c: Cassette, exchanges: list[Exchange], after: list[int]) -> str:
+    """Which estimator gave the figures, when it is not the one the cassette was recorded with.
+
+    Both sides are measured by the installed harness (like for like), so a recording checked
+    under another version reads 889, 888, 890 where it recorded 889, 887, 889: say so, and give
+    the recorded figures a reader will find in the seed report and in ``replay show``.
+    """
+    installed = _harness_version()
+    if c.header.harness_version in (None, installed):
+        return ""
+    recorded = [ex.estimate for ex in exchanges]
+    if recorded == after or any(r is None for r in recorded):
+        return ""
+    return (f" (estimated by the installed harness {installed}; harness {c.header.harness_version} "
+            f"recorded {_labels(r for r in recorded if r is not None)})")
+
+
+@functools.cache
+def _harness_version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pydantic-ai-harness")
+    except PackageNotFoundError:
+        return None
 
 
 def _unfound(ix: _Index, source: list[int], *texts: _Grams) -> list[int]:

@@ -495,6 +495,24 @@ def test_seed000_long_grew_request_figures(seeds: dict[str, Cassette]) -> None:
         )
 
 
+def test_grew_request_names_its_ruler_when_it_is_not_the_recordings(seeds: dict[str, Cassette]) -> None:
+    """A 0.62 recording checked under 0.54 read "889, 888, 890 after" where the seed and ``replay show`` say
+    889, 887, 889 (each harness estimates a little differently; both sides of the check use the installed
+    one). The message now says which estimator counted and what the recording's own figures were."""
+    c = seeds["seed000/long"]
+    if not only(c, "compaction_grew_request"):
+        pytest.skip(f"harness {HARNESS} does not grow seed000/long: nothing to word")
+    elsewhere = c.model_copy(deep=True)
+    elsewhere.header.harness_version = "0.1.0"
+    for ex in _mains(elsewhere):
+        ex.estimate = (ex.estimate or 0) + 1  # as another harness's estimator counted them when recording
+    (v,) = only(elsewhere, "compaction_grew_request")
+    recorded = ", ".join(str(e.estimate) for e in _mains(elsewhere))
+    assert v.message.endswith(f" (estimated by the installed harness {HARNESS}; harness 0.1.0 recorded {recorded})")
+    (same,) = only(c, "compaction_grew_request")
+    assert "estimated by" not in same.message  # recorded here: the figures are the recording's own
+
+
 def test_seed000_controls(seeds: dict[str, Cassette]) -> None:
     assert run_checks(seeds["seed000/below_trigger"]) == []
     assert run_checks(seeds["seed000/short_large"]) == []
