@@ -144,10 +144,18 @@ class Tally:
     def config(self, root: Path) -> Config:
         """``[tool.replay]`` of the project, read once: ``ignore`` and ``allow-hosts`` apply as in ``replay run``."""
         if self._config is None:
-            from .config import load_config  # only once a test uses a cassette
+            from .config import load_config, pin_project  # only once a test uses a cassette
 
             self._config = load_config(root)
+            pin_project(root)  # the scrubber, finalize and outputs read the same project (see pin_project)
         return self._config
+
+    def release(self) -> None:
+        """The session is over: argument-less configuration lookups start from the working directory again."""
+        if self._config is not None:
+            from .config import pin_project
+
+            pin_project(None)
 
     def expect(self, test_file: Path, name: str) -> None:
         directory = self._resolved.get(test_file)

@@ -68,8 +68,22 @@ def limits(config: Config) -> Limits:
     return Limits(**values) if values else DEFAULT_LIMITS
 
 
+_PROJECT: list[Path] = []
+"""Where a lookup without ``start`` begins instead of the working directory (:func:`pin_project`)."""
+
+
+def pin_project(root: Path | None) -> None:
+    """Make ``root`` the project every argument-less :func:`load_config` reads (None: the working directory again).
+
+    The pytest plugin pins its rootdir: the recorder's scrubber reads ``scrub-patterns`` without
+    being told where the project is, and ``cd /tmp && pytest /repo/tests`` read none at all — a
+    secret the project declared was written to the cassette.
+    """
+    _PROJECT[:] = [root] if root is not None else []
+
+
 def find_pyproject(start: Path | None = None) -> Path | None:
-    here = (start or Path.cwd()).resolve()
+    here = (start or (_PROJECT[0] if _PROJECT else Path.cwd())).resolve()
     for directory in (here, *here.parents):
         candidate = directory / "pyproject.toml"
         if candidate.is_file():

@@ -194,6 +194,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
+    config.stash[_TALLY].release()
     workeroutput = getattr(config, "workeroutput", None)
     if workeroutput is not None:  # a pytest-xdist worker: the controller sums up and looks for orphans
         workeroutput["harness_replay"] = config.stash[_TALLY].to_worker_output()

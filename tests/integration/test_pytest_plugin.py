@@ -777,3 +777,31 @@ def test_replay_only_counts_a_test_without_cassette_or_model_call_honestly(
         text = output(result)
         assert "cassettes 0 recorded, 0 replayed, 0 changed, 1 not saved (test failed), 1 not written (no model call)" in text
         assert not (pytester.path / "cassettes").exists()
+
+
+def test_the_projects_scrub_patterns_apply_when_pytest_runs_from_elsewhere(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``cd /tmp && pytest /repo/tests``: the scrubber looked for ``[tool.replay] scrub-patterns`` from the
+    working directory, found none, and wrote the project's declared secret into the cassette."""
+    project = pytester.mkdir("proj")
+    (project / "pyproject.toml").write_text('[tool.replay]\nscrub-patterns = ["acme-[A-Za-z]{20}"]\n')
+    (project / "tests").mkdir()
+    (project / "tests" / "test_acme.py").write_text(
+        "import pytest\n"
+        "from pydantic_ai import Agent\n"
+        "from pydantic_ai.models.function import FunctionModel\n"
+        "from pydantic_ai.messages import ModelResponse, TextPart\n\n\n"
+        "@pytest.mark.replay\n"
+        "def test_token():\n"
+        "    agent = Agent(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart('ok')])))\n"
+        "    assert agent.run_sync('token is acme-QwertyUiopAsdfGhjkLz ok').output == 'ok'\n"
+    )
+    outside = pytester.mkdir("elsewhere")
+    monkeypatch.chdir(outside)
+    result = run(pytester, monkeypatch, str(project / "tests" / "test_acme.py"), f"--rootdir={project}", CI="")
+    result.assert_outcomes(passed=1)
+    (cassette,) = (project / "tests" / "cassettes").rglob("*.cassette")
+    assert b"QwertyUiop" not in cassette.read_bytes()
+    assert "<secret:" in str(load(cassette).messages)
+    from replay.config import _PROJECT
+
+    assert _PROJECT == []  # released with the session: the next command reads its own working directory
