@@ -108,6 +108,22 @@ def python_warning(recorded: Cassette, replayed: Cassette) -> list[str]:
     return []
 
 
+def same_versions_warning(a: Cassette, b: Cassette, d: Diff) -> list[str]:
+    """A change between two runs of one harness and one pydantic-ai is not the harness's doing: say where to look.
+
+    A scenario's helper edited (the source hash covers the decorated function only), a set
+    iterated in hash order, the clock or ``random`` in a tool: all read as ``changed`` with
+    nothing naming a cause, on the very version that was recorded.
+    """
+    ha, hb = a.header, b.header
+    if not d.changed or None in (ha.harness_version, ha.slim_version) or \
+            (ha.harness_version, ha.slim_version) != (hb.harness_version, hb.slim_version):
+        return []
+    return [f"both sides ran harness {ha.harness_version} and pydantic-ai-slim {ha.slim_version}: the change comes from "
+            "the scenario (its code or helpers, its inputs, or something unseeded: set order, the clock, random), "
+            "not the harness; `replay record --check-determinism 3` tells the two apart"]
+
+
 def carried_over_warning(cassette: Cassette, label: str) -> list[str]:
     """Name the answers an ``--accept`` carried over, so nobody mistakes them for the provider's."""
     marked = [f"{ex.role}[{ex.index}]" for ex in cassette.exchanges if ex.carried_over]
@@ -160,6 +176,7 @@ def replay_scenario(
     d.notes = [div.describe() for div in result.divergences if div.kind not in WARNING_KINDS]
     d.warnings += [div.describe() for div in result.divergences if div.kind in WARNING_KINDS]
     d.warnings += python_warning(recorded, result.result)
+    d.warnings += same_versions_warning(recorded, result.result, d)
     d.warnings += carried_over_warning(recorded, "the recording")
     d.price(prices())
     return ScenarioReport(
@@ -315,6 +332,7 @@ def compare_files(a: Path, b: Path, rules: Rules = Rules(), limits: Limits = DEF
         d = diff(ca, cb, rules, a_label=la, b_label=lb, tokenizer=tokenizer())
         failures = _grade_violations(d, ca, cb)
     d.warnings += python_warning(ca, cb)
+    d.warnings += same_versions_warning(ca, cb, d)
     d.warnings += carried_over_warning(ca, la) + carried_over_warning(cb, lb)
     d.price(prices())
     sid = ca.header.scenario_id or cb.header.scenario_id or f"{a} vs {b}"

@@ -35,6 +35,20 @@ def test_changed_parameter_exits_1_and_names_role_request_and_path(cli, write_sc
     assert any(p.startswith(("main[", "summarizing_compaction[")) and ".messages[" in p for p in paths), paths
     text = cli("run").out
     assert "CHANGED" in text and "summarizing_compaction[" in text or "main[" in text
+    # recorded and replayed on one harness and one pydantic-ai: the change is the scenario's, and the report says so
+    (said,) = [w for w in cell["warnings"] if w.startswith("both sides ran harness ")]
+    assert "not the harness" in said and "--check-determinism" in said
+
+
+def test_a_change_across_versions_is_not_blamed_on_the_scenario(cli) -> None:
+    fixtures = ROOT / "tests" / "fixtures"
+    r = cli("diff", fixtures / "harness-0.56.0/trust/clear_tool_results.cassette",
+            fixtures / "harness-0.62.0/trust/clear_tool_results.cassette", "--format", "json")
+    doc = json.loads(r.out)
+    assert r.code == 1 and doc["changed"] and not any("both sides ran" in w for w in doc["warnings"])
+    same = cli("diff", fixtures / "harness-0.62.0/trust/clear_tool_results.cassette",
+               fixtures / "harness-0.62.0/trust/clear_tool_results.cassette", "--format", "json")
+    assert same.code == 0 and json.loads(same.out)["warnings"] == []  # nothing changed: nothing to explain
 
 
 def test_missing_cassette_is_an_error_cell(cli, write_scenario, project: Path) -> None:
