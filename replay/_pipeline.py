@@ -345,6 +345,12 @@ def compare_dirs(a: Path, b: Path, rules: Rules = Rules(), limits: Limits = DEFA
     """Pair the cassettes of two directories by relative path; one present on one side only is an error."""
     left = {p.relative_to(a): p for p in iter_cassettes(a)}
     right = {p.relative_to(b): p for p in iter_cassettes(b)}
+    if left and right and not set(left) & set(right):
+        one, other = min(left), min(right)
+        raise ReplayError(
+            f"{a}, {b}: no cassette has a counterpart at the same path below the other directory "
+            f"({one} vs {other}): give both directories at the same level of the scenario ids"
+        )
     reports = []
     for rel in sorted(set(left) | set(right)):
         sid = str(rel.with_suffix(""))

@@ -415,7 +415,7 @@ def diff_cmd(
     fmt: FormatOpt = Fmt.text,
     ignore: IgnoreOpt = None,
 ) -> None:
-    """Compare two cassettes (or two directories of them, paired by scenario) and summarise what changed."""
+    """Compare two cassettes (or two directories of them, paired by path) and summarise what changed."""
     from . import _pipeline
     from .reporter import emit
     config = _config()

@@ -314,3 +314,12 @@ def test_clearing_tool_results_on_every_request_is_the_worse_cache_bust(cli) -> 
     forward, backward = _diff_json(cli, old, new), _diff_json(cli, new, old)
     assert [x["status"] for x in forward["violations"]] == ["better"] and not forward["new_violations"]
     assert [x["status"] for x in backward["violations"]] == ["worse"] and backward["new_violations"]
+
+
+def test_directories_at_different_levels_are_one_clear_error(cli) -> None:
+    """`diff cassettes/seed001 fixtures/harness-0.54.0` paired nothing and printed an error cell per cassette."""
+    r = cli("diff", ROOT / "cassettes" / "seed001", FIXTURES / "harness-0.54.0")
+    assert r.code == 2 and r.out == ""
+    assert "no cassette has a counterpart at the same path" in r.err and len(r.err.strip().splitlines()) == 1
+    ok = cli("diff", ROOT / "cassettes" / "seed001", FIXTURES / "harness-0.54.0" / "seed001")
+    assert "keep_user_messages_true" in ok.out
