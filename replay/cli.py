@@ -293,7 +293,13 @@ def record(
     """
     from . import _pipeline
     config = _config()
-    scenarios = _discover(targets, config)
+    failures: list[Any] = []  # a file that fails to import (a capability this version lacks) errors alone
+    scenarios = _discover(targets, config, failures)
+    directory = cassettes or config.cassettes
+    unimported = [
+        _pipeline.RecordOutcome(sid, _pipeline.cassette_path(directory, sid) if f.ids else f.path, "error", f"{f.reason}; nothing written")
+        for f in failures for sid in (f.ids or (str(f.path),))
+    ]
     if check_determinism is not None:
         from . import _determinism
 
@@ -306,8 +312,10 @@ def record(
             for r in results:
                 typer.echo(visible(r.line()))  # the detail quotes what the recordings sent
             typer.echo(f"{len(results)} scenarios, {check_determinism} recordings each: {same} identical, {len(results) - same} differ")
-        raise typer.Exit(0 if same == len(results) else 1)
-    outcomes = _pipeline.record_scenarios(scenarios, cassettes or config.cassettes, force=force)
+        for o in unimported:
+            typer.echo(visible(f"error     {o.scenario_id}: {o.detail}"), err=True)
+        raise typer.Exit(2 if unimported else 0 if same == len(results) else 1)
+    outcomes = _pipeline.record_scenarios(scenarios, directory, force=force) + unimported
     if fmt is ShowFmt.json:
         typer.echo(dumps_json({o.scenario_id: {"status": o.status, "path": str(o.path), "detail": o.detail} for o in outcomes}))
     for o in outcomes if fmt is ShowFmt.text else ():

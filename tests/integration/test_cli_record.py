@@ -120,3 +120,23 @@ def test_format_json(cli, write_scenario, project: Path) -> None:
         "simple/compact": {"status": "recorded", "path": "cassettes/simple/compact.cassette", "detail": json.loads(r.out)["simple/compact"]["detail"]}
     }
     assert json.loads(cli("record", "-f", "json").out)["simple/compact"]["status"] == "skipped"
+
+
+def test_a_file_that_fails_to_import_is_an_error_and_the_others_are_recorded(cli, write_scenario, project: Path) -> None:
+    """Recording on an older harness from a folder holding one file of a newer capability: that file's
+    scenarios are errors (exit 2, nothing written for them), the rest are recorded; it used to abort them all."""
+    write_scenario()
+    (project / "scenarios" / "newer.py").write_text(
+        "from pydantic_ai_harness.not_in_this_version import Thing\n"
+        "from replay import Run, scenario\n\n"
+        "@scenario('newer/one')\nasync def one(run: Run) -> None: ...\n"
+    )
+    r = cli("record")
+    assert r.code == 2
+    assert "recorded  simple/compact" in r.out
+    (line,) = [ln for ln in r.err.splitlines() if "newer/one" in ln]
+    assert line.startswith("error     newer/one -> ") and "failed to import: ModuleNotFoundError" in line and "nothing written" in line
+    assert (project / "cassettes" / "simple" / "compact.cassette").exists()
+    assert not (project / "cassettes" / "newer").exists()
+    doc = json.loads(cli("record", "--force", "--format", "json").out)
+    assert doc["newer/one"]["status"] == "error" and doc["simple/compact"]["status"] == "recorded"
