@@ -32,10 +32,13 @@ from .replayer import (
     guard_divergences,
     offline,
 )
+from .wire.serve import WireSource
 
 
-class _TestSource(CassetteSource):
-    """A CassetteSource whose exhaustion error speaks pytest: test, role, cassette and the flag to record."""
+class _TestSource(WireSource):
+    """The CLI's replay source (provider models build their HTTP requests for real, answered from the
+    cassette, so a changed provider mapping shows) whose exhaustion error speaks pytest: test, role,
+    cassette and the flag to record."""
 
     def __init__(self, recorded: Cassette, on_exhausted: OnExhausted, test: TestCassette) -> None:
         super().__init__(recorded, on_exhausted)
@@ -198,7 +201,13 @@ class TestCassette:
             head = f"harness-replay: test {self.nodeid} sent different model requests than {shown(self.path)} holds"
             body = ["  " + line for line in failure_lines(d, verbosity=verbosity, paint=paint)]
             if self.accept and not d.notes and passed:
-                self._write(finalize(self.session.cassette))
+                from ._pipeline import _mark_carried_over
+
+                accepted = finalize(self.session.cassette)
+                # an answer served to a request it was not recorded for: marked, as `replay run --accept` does for
+                # a provider's (the CLI re-records in-process models; a test cannot be re-run from here)
+                _mark_carried_over(self.recorded, accepted, {(q.role, q.index) for q in d.requests if q.status != "removed"})
+                self._write(accepted)
                 return "accepted", [f"harness-replay: accepted {self.nodeid} -> {shown(self.path)}"]
             if self.accept:
                 why = f"the replay diverged ({d.notes[0]})" if d.notes else "the test failed"

@@ -505,6 +505,8 @@ def test_accept_makes_a_reviewed_change_the_cassette(agent_test: pytest.Pytester
     assert "1 accepted" in text
     after = path.read_bytes()
     assert after != before
+    # the recorded answer went to a request it was not recorded for: marked, as `replay run --accept` does
+    assert [ex.carried_over for ex in load(path).exchanges if ex.role == "main"] == [True]
     run(agent_test, monkeypatch, "test_accept.py", CI="1", PROMPT="bye", BROKEN="1").assert_outcomes(passed=1)
 
     # a replay that asked for more answers than recorded is not accepted: only a re-recording can answer it
@@ -805,3 +807,44 @@ def test_the_projects_scrub_patterns_apply_when_pytest_runs_from_elsewhere(pytes
     from replay.config import _PROJECT
 
     assert _PROJECT == []  # released with the session: the next command reads its own working directory
+
+
+WIRE_TEST = """
+import os
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.profiles.openai import OpenAIModelProfile
+from pydantic_ai.providers.openai import OpenAIProvider
+
+
+@pytest.mark.replay
+def test_role():
+    role = os.environ.get("ROLE")  # stands in for a pydantic-ai release that maps instructions differently
+    profile = OpenAIModelProfile(openai_system_prompt_role=role) if role else None
+    provider = OpenAIProvider(base_url=os.environ["OPENAI_BASE_URL"], api_key=os.environ.get("OPENAI_API_KEY") or "sk-x")
+    model = OpenAIChatModel("gpt-4o-mini", provider=provider, profile=profile)
+    assert Agent(model, instructions="Be brief.").run_sync("hi").output == "hello there"
+"""
+
+
+def test_a_changed_provider_mapping_fails_the_test_as_replay_run_reports_it(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plugin replayed at the model boundary only: what the provider is sent (the README's "what breaks in
+    production") was stored but never compared, so a mapping change passed. It replays at the wire, as the CLI."""
+    pytest.importorskip("pydantic_ai.models.openai", reason="needs pydantic-ai-slim[openai]")
+    from fake_openai import FakeOpenAI, Reply
+    from pydantic_ai import models
+
+    monkeypatch.setattr(models, "ALLOW_MODEL_REQUESTS", models.ALLOW_MODEL_REQUESTS)
+    pytester.makepyfile(test_wire=WIRE_TEST)
+    with FakeOpenAI([Reply.text("hello there")]) as server:
+        run(pytester, monkeypatch, CI="false", OPENAI_API_KEY="sk-test", OPENAI_BASE_URL=server.base_url).assert_outcomes(passed=1)
+    gone = "http://127.0.0.1:9/v1"
+    run(pytester, monkeypatch, CI="true", OPENAI_API_KEY="", OPENAI_BASE_URL=gone).assert_outcomes(passed=1)
+    changed = run(pytester, monkeypatch, CI="true", OPENAI_API_KEY="", OPENAI_BASE_URL=gone, ROLE="developer")
+    changed.assert_outcomes(failed=1)
+    text = output(changed)
+    assert "sent different model requests" in text and "wire" in text and "developer" in text, text
