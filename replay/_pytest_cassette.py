@@ -198,6 +198,14 @@ class TestCassette:
         if self.extra_ok:
             d.requests = [r for r in d.requests if r.status != "added"]
         if _changed_besides_additions(d) if self.extra_ok else d.changed:
+            blocked = [n for n in d.notes if n.startswith("network[")]
+            if blocked and blocked == d.notes and not (d.requests or d.outcome or d.observations or d.new_violations):
+                # no model request changed: the test reached for the network, which a replay refuses
+                return "changed", [
+                    f"harness-replay: test {self.nodeid} opened a connection the replay refused ({blocked[0]})",
+                    "a model's calls are answered from the cassette; a host the test itself needs goes in "
+                    "[tool.replay] allow-hosts",
+                ]
             head = f"harness-replay: test {self.nodeid} sent different model requests than {shown(self.path)} holds"
             body = ["  " + line for line in failure_lines(d, verbosity=verbosity, paint=paint)]
             if self.accept and not d.notes and passed:

@@ -848,3 +848,32 @@ def test_a_changed_provider_mapping_fails_the_test_as_replay_run_reports_it(
     changed.assert_outcomes(failed=1)
     text = output(changed)
     assert "sent different model requests" in text and "wire" in text and "developer" in text, text
+
+
+def test_a_blocked_connection_that_is_no_model_call_says_so(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test that also probes another host during replay: the guard refuses it (a change), but no model request
+    changed, and --replay-accept (which refuses divergences) was the wrong advice: allow-hosts is the fix."""
+    pytester.makepyfile(test_probe="""
+import socket
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, TextPart
+from pydantic_ai.models.function import FunctionModel
+
+
+@pytest.mark.replay
+def test_probe():
+    try:
+        socket.create_connection(("198.51.100.7", 9), timeout=0.2).close()
+    except OSError:
+        pass
+    agent = Agent(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("ok")])))
+    assert agent.run_sync("hi").output == "ok"
+""")
+    run(pytester, monkeypatch, CI="").assert_outcomes(passed=1)
+    replayed = run(pytester, monkeypatch, CI="1")
+    replayed.assert_outcomes(failed=1)
+    text = output(replayed)
+    assert "opened a connection the replay refused (network[0]: blocked connection to 198.51.100.7:9)" in text
+    assert "allow-hosts" in text and "--replay-accept" not in text and "sent different model requests" not in text
