@@ -296,6 +296,9 @@ def cell_environ(python: Path) -> dict[str, str]:
     images) compiled again. Scenario files are never read from bytecode (``replay.scenario``).
     """
     env = dict(os.environ, NO_COLOR="1", PYTHONPYCACHEPREFIX=str(python.parent.parent / PYCACHE))
+    # One set order in every cell: a scenario that iterates a set (a tool joining tags) would otherwise
+    # read as changed on one version and same on the next by the luck of each process's hash seed.
+    env.setdefault("PYTHONHASHSEED", "0")
     for var in ("GITHUB_STEP_SUMMARY", "VIRTUAL_ENV", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE"):
         env.pop(var, None)
     return env

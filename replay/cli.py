@@ -312,6 +312,10 @@ def record(
             for r in results:
                 typer.echo(visible(r.line()))  # the detail quotes what the recordings sent
             typer.echo(f"{len(results)} scenarios, {check_determinism} recordings each: {same} identical, {len(results) - same} differ")
+            if same != len(results):  # what makes a scenario's own code differ between processes
+                typer.echo("a scenario must send the same requests on every run: seed `random`, sort what comes from "
+                           "a set (its order changes with each process's hash seed), keep the clock and fresh ids out "
+                           "of what the model is sent")
         for o in unimported:
             typer.echo(visible(f"error     {o.scenario_id}: {o.detail}"), err=True)
         raise typer.Exit(2 if unimported else 0 if same == len(results) else 1)

@@ -128,6 +128,7 @@ def test_check_determinism_cli(project: Path) -> None:
     assert "identical ids/uuid_prompt (2 recordings)" in lines
     [different] = [line for line in lines if line.startswith("DIFFERENT ids/random_prompt")]
     assert "recording 1 and 2: main[0] differs at messages[0].parts[0].content: " in different, different
+    assert lines[-1].startswith("a scenario must send the same requests on every run: seed `random`, sort what comes from a set")
     assert not (project / "cassettes").exists()  # never writes into the real cassette dir
 
 

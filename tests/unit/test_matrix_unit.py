@@ -456,6 +456,14 @@ def test_an_env_process_keeps_its_bytecode_inside_the_env(tmp_path: Path, monkey
     assert not {"PYTHONDONTWRITEBYTECODE", "PYTHONPATH", "VIRTUAL_ENV", "GITHUB_STEP_SUMMARY"} & env.keys()
 
 
+def test_every_cell_iterates_sets_in_one_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scenario joining a set read as changed on 0.61 and same on 0.62 by each process's hash seed."""
+    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    assert _envs.cell_environ(_envs.env_python(tmp_path / "0.62.0-abc"))["PYTHONHASHSEED"] == "0"
+    monkeypatch.setenv("PYTHONHASHSEED", "random")  # the user's own choice stands
+    assert _envs.cell_environ(_envs.env_python(tmp_path / "0.62.0-abc"))["PYTHONHASHSEED"] == "random"
+
+
 def test_matrix_junit_and_annotations_point_at_the_scenario_as_run_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`run --format junit` carried time, file and line and `run` annotated a PR; the matrix did neither."""
     monkeypatch.chdir(tmp_path)
