@@ -151,8 +151,9 @@ def replay_scenario(
 ) -> ScenarioReport:
     """Replay one scenario against its cassette and report what changed, never raising for one bad cassette."""
     path = cassette_path(cassettes, sc.id)
+    again = f"replay record {sc.id}" + (f" --cassettes {cassettes}" if cassettes != Path("cassettes") else "")
     if not path.exists():
-        return ScenarioReport(sc.id, "error", error=f"{path}: no cassette (record it with: replay record {sc.id})")
+        return ScenarioReport(sc.id, "error", error=f"{path}: no cassette (record it with: {again})")
     try:
         recorded = load(path, limits)
     except CassetteError as exc:
@@ -160,7 +161,7 @@ def replay_scenario(
     held = recorded.header.scenario_id
     if held is not None and held != sc.id:  # copied or moved by hand: another scenario's requests are no baseline
         return ScenarioReport(
-            sc.id, "error", error=f"{path}: holds scenario {held!r}, not {sc.id!r} (record it with: replay record {sc.id})",
+            sc.id, "error", error=f"{path}: holds scenario {held!r}, not {sc.id!r} (record it with: {again} --force)",
             cassette=str(path),
         )
     try:

@@ -186,7 +186,7 @@ def diff_lines(d: Diff, *, details: bool = True, max_changes: int = 12) -> list[
         lines.append("; ".join(sides))
     lines += [f"warning: {w}" for w in d.warnings]
     counts = [f"{r.role} {r.a}→{r.b}" if r.a != r.b else f"{r.role} {r.a}" for r in d.roles]
-    lines.append("requests per role: " + ", ".join(counts))
+    lines.append("requests per role: " + (", ".join(counts) or "none (no model was called)"))
     lines += _estimates_lines(d)
     if d.outcome:
         lines.append("outcome: {} → {}".format(*_pair(d.outcome[0], d.outcome[1])))

@@ -9,7 +9,7 @@ The seed's probe, one scenario per history: the reused-id case and its three con
 (reused id with two returns, distinct ids with one return, distinct ids both returned). No model
 is called. Each scenario observes what the probe printed — ``is_provider_valid`` (through
 ``run.judge``, which also hands the history to ``replay check``) and ``core_dangling_calls``
-(pydantic-ai's private helper; ``null`` on slim releases without it, before 2.54) — and returns
+(pydantic-ai's private helper; ``null`` on slim releases without it, before 2.53) — and returns
 both. ``replay check seed003`` flags the reused-id case only (``predicate_verdict``).
 
 ``step_persistence`` ships with every installable harness release here (0.52.0–0.62.0); on a

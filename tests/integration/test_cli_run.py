@@ -55,6 +55,9 @@ def test_missing_cassette_is_an_error_cell(cli, write_scenario, project: Path) -
     write_scenario()
     r = cli("run")
     assert r.code == 2 and "no cassette" in r.out and "replay record" in r.out  # README: a cassette error exits 2
+    assert "(record it with: replay record simple/compact)" in r.out
+    elsewhere = cli("run", "--cassettes", "other")  # the hint keeps the folder it was given
+    assert "(record it with: replay record simple/compact --cassettes other)" in elsewhere.out
 
 
 @pytest.mark.parametrize("policy", ["fail", "repeat", "fake"])

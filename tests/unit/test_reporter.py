@@ -62,3 +62,13 @@ def test_long_observations_and_outcomes_show_where_they_differ() -> None:
     assert old != new and "LTA3Mm" in old and "LTM3YjI" in new, obs
     (out,) = [line for line in lines if line.startswith("outcome")]
     assert out.split(" → ")[0] != "outcome: " + out.split(" → ")[1], out
+
+
+def test_a_run_without_model_calls_says_so_instead_of_an_empty_count() -> None:
+    """seed003's probes call no model: the line read ``requests per role: `` with nothing after it."""
+    from replay.cassette import Cassette, Outcome
+    from replay.differ import diff
+    from replay.reporter import diff_lines
+
+    lines = diff_lines(diff(Cassette(outcome=Outcome(output=1)), Cassette(outcome=Outcome(output=2))))
+    assert "requests per role: none (no model was called)" in lines
