@@ -521,8 +521,11 @@ def load_results(paths: Sequence[Path]) -> list[tuple[str, Result]]:
 # --------------------------------------------------------------------------- rendering
 
 
-def cell_lines(cell: Cell) -> list[str]:
-    """Short lines for one cell: status, what changed, estimate deltas, lost messages."""
+def cell_lines(cell: Cell, message_limit: int | None = 160) -> list[str]:
+    """Short lines for one cell: status, what changed, estimate deltas, lost messages.
+
+    ``message_limit``: a violation's message is cut there for a table; a reproduction report
+    (``None``) quotes it whole, since it is the evidence pasted upstream."""
     status = cell["status"]
     if status == "error":
         return [f"error: {cell.get('error', '')}"]
@@ -561,7 +564,8 @@ def cell_lines(cell: Cell) -> list[str]:
             where = v.get("role", "") if v.get("index") is None else f"{v.get('role')}[{v.get('index')}]"
             mark = v["status"] + (", every version" if v.get("every_version") else "")
             text = " ".join(str(v.get("message", "")).split())
-            text = text if len(text) <= 160 else text[:157] + "..."
+            if message_limit is not None and len(text) > message_limit:
+                text = text[: message_limit - 3] + "..."
             lines.append(f"violation ({mark}): {v.get('invariant', '?')} {where}: {text}")
         return lines
     for key, word in (("new_violations", "new violation"), ("violations", "violation")):

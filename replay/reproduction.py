@@ -264,7 +264,7 @@ def _scenarios(req: Request, found: dict[str, Any], checked: dict[str, list[dict
     scenarios: dict[str, Any] = {}
     for sid in sorted(req.targets):
         cell = cells[sid]
-        entry: dict[str, Any] = {"status": cell["status"], "vs_recording": mx.cell_lines(cell)[1:]}
+        entry: dict[str, Any] = {"status": cell["status"], "vs_recording": mx.cell_lines(cell, message_limit=None)[1:]}
         if cell["status"] == "error":
             entry["error"] = cell.get("error", "")
         if sid in paths:

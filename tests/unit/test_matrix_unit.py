@@ -481,3 +481,13 @@ def test_matrix_junit_and_annotations_point_at_the_scenario_as_run_does(tmp_path
     monkeypatch.setenv("GITHUB_WORKSPACE", str(tmp_path))
     (note,) = mx.github_annotations(result)  # the changed cell only
     assert note.startswith("::error file=scenarios/chat.py,line=12,title=harness-replay%3A chat/a changed on harness 0.54.0::changed%0A")
+
+
+def test_a_report_quotes_a_violation_whole_where_the_table_cuts_it() -> None:
+    """The report's "vs the recording" row ended "(new since the re..." mid-word: it is the evidence pasted upstream."""
+    long = "compaction lost A9, U10, A10, U11: in neither the summarizer input nor the kept history " * 3 + "(new since the recording: U11)"
+    cell = {"status": "changed", "violations": [{"status": "worse", "invariant": "content_lost", "role": "main", "index": 0, "message": long}]}
+    (cut,) = [ln for ln in mx.cell_lines(cell) if ln.startswith("violation")]
+    assert cut.endswith("...") and len(cut) < len(long)
+    (whole,) = [ln for ln in mx.cell_lines(cell, message_limit=None) if ln.startswith("violation")]
+    assert whole.endswith("(new since the recording: U11)")
