@@ -839,7 +839,7 @@ def test_a_changed_provider_mapping_fails_the_test_as_replay_run_reports_it(
     from pydantic_ai import models
 
     monkeypatch.setattr(models, "ALLOW_MODEL_REQUESTS", models.ALLOW_MODEL_REQUESTS)
-    pytester.makepyfile(test_wire=WIRE_TEST)
+    pytester.makepyfile(test_provider_role=WIRE_TEST)  # a name no module of this suite has (in-process runs)
     with FakeOpenAI([Reply.text("hello there")]) as server:
         run(pytester, monkeypatch, CI="false", OPENAI_API_KEY="sk-test", OPENAI_BASE_URL=server.base_url).assert_outcomes(passed=1)
     gone = "http://127.0.0.1:9/v1"
