@@ -15,7 +15,7 @@ from typing import Any
 from ._interception import Call, session_scope
 from ._pytest import Action, Mode, Status, scenario_id, shown
 from ._pytest_report import Paint, _plain, failure_lines
-from ._untrusted import id_problem
+from ._untrusted import id_problem, visible
 from .cassette import Cassette, Exchange, load, save
 from .differ import Diff, diff
 from .errors import CassetteError
@@ -48,13 +48,13 @@ class _TestSource(WireSource):
         try:
             return await super().respond(call, exchange)
         except ReplayExhausted:
-            raise ReplayExhausted(self.test.unrecorded(self.divergences[-1])) from None
+            raise ReplayExhausted(visible(self.test.unrecorded(self.divergences[-1]))) from None
 
     def stream(self, call: Call, exchange: Exchange) -> Any:
         try:
             return super().stream(call, exchange)
         except ReplayExhausted:
-            raise ReplayExhausted(self.test.unrecorded(self.divergences[-1])) from None
+            raise ReplayExhausted(visible(self.test.unrecorded(self.divergences[-1]))) from None
 
 
 @dataclass
@@ -190,7 +190,7 @@ class TestCassette:
             return self._save_recording(), []
         exhausted = [dv for dv in self.source.divergences if dv.kind == "exhausted"] if self.source else []
         if exhausted and self.action == "replay" and self.on_exhausted == "fail":
-            return "unrecorded", [self.unrecorded(exhausted[0])]
+            return "unrecorded", [visible(self.unrecorded(exhausted[0]))]
         if not self.path.is_file() and not self.session.cassette.exchanges:
             # replay-only without a cassette, and no model call: nothing was replayed, so say what once would
             return ("empty" if passed else "unsaved"), []
@@ -202,11 +202,11 @@ class TestCassette:
             if blocked and blocked == d.notes and not (d.requests or d.outcome or d.observations or d.new_violations):
                 # no model request changed: the test reached for the network, which a replay refuses
                 return "changed", [
-                    f"harness-replay: test {self.nodeid} opened a connection the replay refused ({blocked[0]})",
+                    visible(f"harness-replay: test {self.nodeid} opened a connection the replay refused ({blocked[0]})"),
                     "a model's calls are answered from the cassette; a host the test itself needs goes in "
                     "[tool.replay] allow-hosts",
                 ]
-            head = f"harness-replay: test {self.nodeid} sent different model requests than {shown(self.path)} holds"
+            head = visible(f"harness-replay: test {self.nodeid} sent different model requests than {shown(self.path)} holds")
             body = ["  " + line for line in failure_lines(d, verbosity=verbosity, paint=paint)]
             if self.accept and not d.notes and passed:
                 from ._pipeline import _mark_carried_over
@@ -222,7 +222,7 @@ class TestCassette:
                 tail = f"not accepted: {why}; re-record it with --replay-mode=all"
             else:
                 tail = "if the change is intended, accept it with --replay-accept (or re-record with --replay-mode=all)"
-            return "changed", [head, *body, tail]
+            return "changed", [head, *body, visible(tail)]
         if self.action == "append" and exhausted:
             if not passed:
                 return "unsaved", []

@@ -4,7 +4,9 @@ pytest users read failures a certain way: paths in their natural order (``messag
 before ``messages[10]``), long strings as a diff rather than two truncated halves, colour
 when the terminal has it, and a short report that says how to see the rest (``-vv``),
 never an option pytest has not got. The CLI keeps its own text (``replay.reporter``); this
-module only re-lays the same ``Diff`` for a test report.
+module only re-lays the same ``Diff`` for a test report. Every text from a cassette is escaped
+(``visible``) before colour is added: a cassette arrives in a pull request, and a terminal must
+not act on what it holds.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable
 
+from ._untrusted import visible
 from .differ import Change, Diff, RequestDiff, natural_key
 from .reporter import _pair, _short, diff_lines, entry_line
 
@@ -58,13 +61,13 @@ def change_lines(c: Change, *, verbose: bool, paint: Paint = _plain) -> list[str
     """One change: a line for short values, a path then a diff for long strings."""
     if c.kind in ("changed", "type") and _is_long(c):
         body = string_diff(c.old, c.new, verbose=verbose)
-        return [f"{c.path}:", *("  " + _colour(ln, paint) for ln in body)]
+        return [visible(f"{c.path}:"), *("  " + _colour(visible(ln), paint) for ln in body)]
     if c.kind in ("changed", "type"):
         old, new = _pair(c.old, c.new)
-        return [f"{c.path}: {old} → {new}"]
+        return [visible(f"{c.path}: {old} → {new}")]
     if c.kind == "added":
-        return [paint(f"+ {c.path}: {_short(c.new)}", "green")]
-    return [paint(f"- {c.path}: {_short(c.old)}", "red")]
+        return [paint(visible(f"+ {c.path}: {_short(c.new)}"), "green")]
+    return [paint(visible(f"- {c.path}: {_short(c.old)}"), "red")]
 
 
 def _colour(line: str, paint: Paint) -> str:
@@ -81,8 +84,8 @@ def request_lines(r: RequestDiff, *, verbose: bool, paint: Paint = _plain) -> li
         head += f", messages {r.messages_a}→{r.messages_b}"
     if r.estimate_a is not None and r.estimate_b is not None and r.estimate_a != r.estimate_b:
         head += f", estimate {r.estimate_a}→{r.estimate_b}"
-    out = [paint(head, "bold")]
-    out += ["  " + _colour(entry_line(e), paint) for e in r.entries if e.kind != "changed"]
+    out = [paint(visible(head), "bold")]
+    out += ["  " + _colour(visible(entry_line(e)), paint) for e in r.entries if e.kind != "changed"]
     for c in sorted(r.changes, key=lambda c: natural_key(c.path)):
         out += ["  " + ln for ln in change_lines(c, verbose=verbose, paint=paint)]
     return out
@@ -91,7 +94,7 @@ def request_lines(r: RequestDiff, *, verbose: bool, paint: Paint = _plain) -> li
 def failure_lines(d: Diff, *, verbosity: int = 0, paint: Paint = _plain) -> list[str]:
     """The summary (always whole), then each changed request; below ``-vv`` the details are cut short."""
     verbose = verbosity >= 2
-    summary = diff_lines(d, details=False)
+    summary = [visible(line) for line in diff_lines(d, details=False)]
     details = [ln for r in d.requests for ln in request_lines(r, verbose=verbose, paint=paint)]
     if not verbose and len(details) > SHORT_DETAIL_LINES:
         hidden = len(details) - SHORT_DETAIL_LINES

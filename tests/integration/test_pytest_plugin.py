@@ -877,3 +877,27 @@ def test_probe():
     text = output(replayed)
     assert "opened a connection the replay refused (network[0]: blocked connection to 198.51.100.7:9)" in text
     assert "allow-hosts" in text and "--replay-accept" not in text and "sent different model requests" not in text
+
+
+def test_a_hostile_cassette_cannot_drive_the_terminal_through_a_failure(agent_test: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cassettes arrive in pull requests: the plugin printed their text raw (an OSC title, a screen clear, a
+    carriage return and a forged "PASSED" line reached the terminal), where ``replay run`` escapes it."""
+    import msgpack
+
+    run(agent_test, monkeypatch, "test_agent.py::test_compacts", CI="").assert_outcomes(passed=1)
+    path = agent_test.path / "cassettes/test_agent/test_compacts.cassette"
+    raw = path.read_bytes()
+    doc = msgpack.unpackb(raw[8:], raw=False, strict_map_key=False)
+    evil = "\x1b]0;PWNED\x07\x1b[2J\u202eevil\r\nFAKE PASSED "
+    for message in doc["messages"]:
+        for part in message.get("parts", []):
+            if isinstance(part.get("content"), str):
+                part["content"] = evil + part["content"]
+    path.write_bytes(raw[:8] + msgpack.packb(doc, use_bin_type=True))
+    result = run(agent_test, monkeypatch, "test_agent.py::test_compacts", "-vv", CI="1", BROKEN="1")
+    result.assert_outcomes(failed=1)
+    text = output(result)
+    assert "sent different model requests" in text
+    assert "\\x1b]0;PWNED" in text or "\\x1b" in text
+    assert not any(ch in text for ch in ("\x1b]", "\x07", "\u202e", "\r")), [ln for ln in text.splitlines() if "PWNED" in ln]
+    assert not any(line.lstrip().startswith("FAKE PASSED") for line in text.splitlines())
