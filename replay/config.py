@@ -68,6 +68,10 @@ def limits(config: Config) -> Limits:
     return Limits(**values) if values else DEFAULT_LIMITS
 
 
+MAX_DEPTH_CEILING = 400
+"""The deepest nesting ``max-depth`` may allow: measured, 450 levels of tool arguments already hit the
+recursion limit in ``show --normalized``, ``diff`` and ``check``."""
+
 _PROJECT: list[Path] = []
 """Where a lookup without ``start`` begins instead of the working directory (:func:`pin_project`)."""
 
@@ -110,9 +114,12 @@ def _load(path: Path, stamp: int, cwd: Path) -> Config:
 
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ReplayUsageError(f"{path}: cannot read: {exc}") from None
-    table = data.get("tool", {}).get("replay", {})
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ReplayUsageError(f"{path}: [tool] must be a table")
+    table = tool.get("replay", {})
     if not isinstance(table, dict):
         raise ReplayUsageError(f"{path}: [tool.replay] must be a table")
     kwargs: dict[str, Any] = {}
@@ -151,6 +158,11 @@ def _load(path: Path, stamp: int, cwd: Path) -> Config:
         elif name.startswith("max_"):
             if type(value) is not int or value <= 0:
                 raise ReplayUsageError(f"{path}: [tool.replay] {key} must be a positive integer")
+            if name == "max_depth" and value > MAX_DEPTH_CEILING:
+                raise ReplayUsageError(
+                    f"{path}: [tool.replay] {key} must be at most {MAX_DEPTH_CEILING} (the stages after the loader "
+                    "walk a value recursively; deeper nesting would end in Python's recursion limit)"
+                )
             loader[name] = value
     if "max_bytes" in loader:
         kwargs["max_bytes"] = loader["max_bytes"]

@@ -27,6 +27,8 @@ def test_settings_are_read(tmp_path: Path) -> None:
         ('[tool.replay]\non-exhausted = "maybe"\n', "fail, repeat or fake"),
         ("[tool.replay]\nmax-bytes = -1\n", "positive integer"),
         ("[tool.replay\n", "cannot read"),
+        ("tool = 1\n", r"\[tool\] must be a table"),  # was an AttributeError traceback in every command
+        ("[tool.replay]\nmax-depth = 520\n", "at most 400"),  # deeper nesting ended in RecursionError tracebacks
     ],
 )
 def test_bad_settings_name_the_file(tmp_path: Path, toml: str, problem: str) -> None:
@@ -72,3 +74,10 @@ def test_a_misspelt_setting_is_warned_about_not_silently_ignored(tmp_path: Path,
     assert c.cassettes.name == "cassettes"  # the typo sets nothing
     assert "[tool.replay] 'casettes' is not a setting (did you mean 'cassettes'?); ignored" in err
     assert "checks" not in err and "prices" not in err  # read by the stages that use them
+
+
+def test_a_pyproject_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    """Was a UnicodeDecodeError traceback, in `replay show` and the git textconv alike."""
+    (tmp_path / "pyproject.toml").write_bytes(b'[tool.replay]\ncassettes = "\xff"\n')
+    with pytest.raises(ReplayUsageError, match="pyproject.toml: cannot read"):
+        load_config(tmp_path)
