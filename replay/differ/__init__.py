@@ -11,6 +11,7 @@ reporter decides how it reads.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from ..wire.cache import CacheChange, Price, RequestCost, Tokenizer, Tokens, equ
 from ..wire.cache import compare as compare_cache
 from ..wire.compare import WireChange
 from ..wire.compare import compare as compare_wire
-from ._align import EntryKind, Memo, align, shape_of, text_of
+from ._align import PAIR_BUDGET, EntryKind, Memo, align, shape_of, text_of
 
 ChangeKind = Literal["changed", "added", "removed", "type"]
 
@@ -229,7 +230,15 @@ class _Differ:
     def __init__(self) -> None:
         self._messages: dict[tuple[bytes, bytes], Pair] = {}
         self._rest: dict[tuple[bytes, bytes], list[Change]] = {}
-        self._words: Memo = {}
+        self._words = Memo()
+        self._alignments: dict[bytes, list[Any]] = {}
+        """Pairings per (history A, history B): a request that re-sends what an earlier one sent on both sides
+        is aligned once (the common case: only the newest messages differ from request to request)."""
+
+    @property
+    def bounded(self) -> bool:
+        """Whether the alignment work bound was reached (``Memo``): some pairs were not searched for."""
+        return self._words.exhausted
 
     def message_pair(self, a: dict[str, Any], b: dict[str, Any], key: tuple[bytes, bytes]) -> Pair:
         found = self._messages.get(key)
@@ -259,7 +268,11 @@ class _Differ:
         ka, kb = [na.message_digests[i] for i in qa.message_ids], [nb.message_digests[i] for i in qb.message_ids]
         entries: list[Entry] = []
         changes: list[Change] = []
-        for p in align(ma, mb, ka, kb, self._words):
+        history = hashlib.blake2b(b"".join(ka) + b"|" + b"".join(kb), digest_size=16).digest()
+        pairings = self._alignments.get(history)
+        if pairings is None:
+            pairings = self._alignments[history] = align(ma, mb, ka, kb, self._words)
+        for p in pairings:
             where = "messages" + _index(p.a, p.b)
             if p.kind == "changed":
                 assert p.a is not None and p.b is not None
@@ -400,7 +413,10 @@ def _diff(
         outcome=outcome,
         observations=observations,
         versions=(_version(na.source), _version(nb.source)),
-        warnings=_warnings(na.source, nb.source),
+        warnings=_warnings(na.source, nb.source) + (
+            [f"the alignment bound ({PAIR_BUDGET:,} similarity checks) was reached: some messages that changed "
+             "are listed as removed and inserted instead of paired"] if differ.bounded else []
+        ),
         wire=compare_wire(na.source, nb.source, rules),
         cache=compare_cache(costs_a, costs_b, paired=paired),
         tokens=(Tokens.of(costs_a), Tokens.of(costs_b)),
