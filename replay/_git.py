@@ -22,13 +22,13 @@ CONFIG_KEY = "diff.replay.textconv"
 
 
 def default_textconv() -> str:
-    """``replay show --normalized``: portable, so the same line works in every clone and on every machine.
+    """``replay show --normalized --textconv``: portable, so the same line works in every clone and on every machine.
 
     An absolute interpreter path would tie the driver to one checkout's venv; git runs the
     command with the PATH of whoever runs ``git diff``, so ``replay`` must be on it then
     (an activated venv, ``uv run git diff``, or ``--textconv`` with a command of your own).
     """
-    return "replay show --normalized"
+    return "replay show --normalized --textconv"
 
 
 IGNORE_LINE = ".replay/"

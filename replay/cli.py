@@ -530,6 +530,11 @@ def show(
     full: Annotated[
         bool, typer.Option("--full", help="Print everything (by default output stops at 1 MiB + 16x the cassette's size).")
     ] = False,
+    textconv: Annotated[
+        bool,
+        typer.Option("--textconv", help="As git's textconv: a cassette that cannot be read is shown as that error, exit 0 "
+                     "(git aborts the whole diff when a textconv fails)."),
+    ] = False,
 ) -> None:
     """Print cassettes readably (also usable as a git textconv); a bad file is one error line, exit 2."""
     from ._untrusted import json_chunks
@@ -546,6 +551,9 @@ def show(
             data = read_bounded(path, lim.max_bytes)
             c = loads(data, path, lim)
         except ReplayError as exc:
+            if textconv:  # the diff shows the problem where the cassette's text would be, and goes on
+                typer.echo(f"# harness-replay: cannot show this cassette: {visible(_scrubbed(str(exc)))}")
+                continue
             typer.echo(f"replay: error: {visible(_scrubbed(str(exc)))}", err=True)
             failed = True
             continue

@@ -16,7 +16,7 @@ from replay._git import ATTRIBUTE_LINE
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
 # Works whether or not `replay` is on PATH (the venv may not be activated).
-TEXTCONV = f"{shlex.quote(sys.executable)} -m replay show --normalized"
+TEXTCONV = f"{shlex.quote(sys.executable)} -m replay show --normalized --textconv"
 
 SCENARIO = '''
 from pydantic_ai import Agent
@@ -86,6 +86,21 @@ def test_git_diff_of_a_cassette_is_readable(repo: Path, cli: Callable[..., objec
     assert "Binary files" in git(repo, "diff", "--no-textconv", "--", str(cassette))
 
 
+def test_a_corrupted_cassette_in_a_diff_is_shown_as_its_error_not_a_failed_diff(repo: Path, cli: Callable[..., object]) -> None:
+    """git aborts a whole `git diff` / `git log -p` ("unable to read files to diff") when a textconv exits non-zero:
+    one truncated cassette in a pull request cut off every other file's diff."""
+    cli("init", "--git-config", "--textconv", TEXTCONV)
+    cassette = _record(cli, repo, "What is the capital of France?")
+    (repo / "notes.txt").write_text("one\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "record")
+    cassette.write_bytes(cassette.read_bytes()[:40])
+    (repo / "notes.txt").write_text("two\n")
+    diff = git(repo, "diff")  # check=True: git itself must succeed
+    assert "+# harness-replay: cannot show this cassette: " in diff and "truncated" in diff, diff
+    assert "+two" in diff  # the other files' diffs are all there
+
+
 def test_init_prints_the_git_config_command(repo: Path, cli: Callable[..., object]) -> None:
     res = cli("init")
     assert res.code == 0, res.err  # type: ignore[attr-defined]
@@ -124,7 +139,7 @@ def test_init_writes_a_portable_textconv_and_ignores_dot_replay(repo: Path, cli:
     res = cli("init", "--git-config")
     assert res.code == 0, res.err  # type: ignore[attr-defined]
     command = git(repo, "config", "diff.replay.textconv").strip()
-    assert command == "replay show --normalized"  # no interpreter path tied to one checkout
+    assert command == "replay show --normalized --textconv"  # no interpreter path tied to one checkout
     assert "added to .gitignore: .replay/" in res.out  # type: ignore[attr-defined]
     assert (repo / ".gitignore").read_text() == "__pycache__/\n.replay/\n"
     assert (repo / ".gitattributes").read_text().endswith("\n")
