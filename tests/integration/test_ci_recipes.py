@@ -49,6 +49,7 @@ def test_github_workflow_steps_pass_on_a_recorded_project(recorded: Path) -> Non
     commands = [s["run"] for s in steps if "run" in s]
     install, *checks = commands
     assert install.startswith("uv venv && uv pip install")  # the project's own environment: ours stands in for it
+    assert "--group dev" in install  # `-e .` alone skips the dependency group that holds harness-replay
     (recorded / ".venv").symlink_to(BIN.parent)
     for command in checks:
         done = _shell(command, recorded, CI="true", GITHUB_ACTIONS="true")
@@ -72,7 +73,9 @@ def test_pre_commit_hook(recorded: Path, write_scenario) -> None:
     assert hook["language"] == "system" and hook["pass_filenames"] is False
     files = re.compile(hook["files"])
     assert files.search("scenarios/simple.py") and files.search("cassettes/simple/compact.cassette")
-    assert not files.search("src/app.py")
+    # a prompt edited in the agent's own code and a harness pin bump run it too; prose does not
+    assert files.search("src/app.py") and files.search("pyproject.toml")
+    assert not files.search("README.md") and not files.search("docs/pyproject.toml.md")
     assert _shell(shlex.join(shlex.split(hook["entry"])), recorded).returncode == 0
     write_scenario(keep=3)
     blocked = _shell(hook["entry"], recorded)
