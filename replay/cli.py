@@ -405,6 +405,9 @@ def run(
         if any(r.status == "error" for r in reports):
             raise typer.Exit(2)
         raise typer.Exit(0 if all(o.status != "not accepted" for o in outcomes) else 1)
+    if fmt is Fmt.text and any(r.status == "changed" for r in reports):  # pytest says it too: --replay-accept
+        typer.echo("if a change is intended: `replay run --accept` makes the replay the new baseline "
+                   "(or `replay record --force` records it again)", err=True)
     _exit_for(reports)
 
 

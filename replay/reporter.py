@@ -430,11 +430,16 @@ _FAILING = ("violation:", "violation (new)", "violation (worse)")
 
 
 def write_step_summary(text: str) -> None:
-    """Append Markdown to GitHub's job summary when running in Actions."""
+    """Append Markdown to GitHub's job summary when running in Actions.
+
+    Each block starts on a blank line: two commands in one job (``run`` then ``check``) otherwise
+    put the second heading right after the first's ``</details>``, where CommonMark reads it as
+    part of the HTML block and shows ``### …`` literally.
+    """
     path = os.environ.get("GITHUB_STEP_SUMMARY")
     if path:
         with open(path, "a", encoding="utf-8") as fh:
-            fh.write(text)
+            fh.write(text if text.startswith("\n") else "\n" + text)
 
 
 def emit(

@@ -35,6 +35,8 @@ def test_changed_parameter_exits_1_and_names_role_request_and_path(cli, write_sc
     assert any(p.startswith(("main[", "summarizing_compaction[")) and ".messages[" in p for p in paths), paths
     text = cli("run").out
     assert "CHANGED" in text and "summarizing_compaction[" in text or "main[" in text
+    assert "if a change is intended: `replay run --accept` makes the replay the new baseline" in cli("run").err
+    assert "--accept" not in cli("run", "--format", "json").err  # machine formats: no advice on stderr
     # recorded and replayed on one harness and one pydantic-ai: the change is the scenario's, and the report says so
     (said,) = [w for w in cell["warnings"] if w.startswith("both sides ran harness ")]
     assert "not the harness" in said and "--check-determinism" in said
@@ -85,6 +87,10 @@ def test_junit_and_markdown(cli, write_scenario, project: Path, tmp_path: Path, 
     md = cli("run", "--format", "markdown").out
     assert "| `simple/compact` | ✅ same |" in md
     assert "simple/compact" in summary.read_text()
+    cli("check")  # a second command in the same job: its heading must start a block of its own
+    text = summary.read_text()
+    headings = [i for i, line in enumerate(text.splitlines()) if line.startswith("### ")]
+    assert len(headings) >= 3 and all(text.splitlines()[i - 1] == "" for i in headings if i), text
 
 
 @pytest.mark.slow
