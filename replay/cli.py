@@ -544,7 +544,7 @@ def show(
 
     with _own_models():
         from .cassette import loads, read_bounded
-        from .show import line_chunks, output_budget, render_json, text_lines, write_bounded
+        from .show import line_chunks, output_budget, render_json, scrubbed_lazily, text_lines, write_bounded
     from .scrub import redact
 
     lim = limits(_config())
@@ -563,7 +563,7 @@ def show(
         budget = None if full else output_budget(len(data))
         out = sys.stdout
         if fmt is ShowFmt.json:
-            chunks = json_chunks(redact(render_json(c, normalized=normalized)), indent=2)
+            chunks = json_chunks(scrubbed_lazily(render_json(c, normalized=normalized)), indent=2)
             cut = write_bounded(chunks, out.write, budget)
             out.write("\n")
             if cut is not None:

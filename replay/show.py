@@ -244,6 +244,33 @@ def line_chunks(lines: Iterable[str], size: int = 1 << 16) -> Iterator[str]:
         yield "".join(batch)
 
 
+class _Scrubbed(list):  # type: ignore[type-arg]
+    """A list whose items are scrubbed as the JSON encoder reaches them (``json`` with ``indent``
+    iterates it in Python): output that stops at its budget never scrubs, nor serialises, the rest.
+    Scrubbing the whole expanded view first cost 6.5 GB and a minute for a 1.7 MB cassette whose
+    3,500 requests each re-send 1,000 messages."""
+
+    def __iter__(self) -> Iterator[Any]:
+        from .scrub import redact
+
+        return (redact(item) for item in list.__iter__(self))
+
+
+def scrubbed_lazily(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` (``render_json``) with its long lists scrubbed item by item as they are written."""
+    from .scrub import redact
+
+    out: dict[str, Any] = {}
+    for key, value in doc.items():
+        if isinstance(value, list):
+            out[key] = _Scrubbed(value)
+        elif isinstance(value, dict) and value and all(isinstance(v, list) for v in value.values()):
+            out[key] = {redact(k): _Scrubbed(v) for k, v in value.items()}  # requests by role
+        else:
+            out[key] = redact(value)
+    return out
+
+
 def write_bounded(chunks: Iterable[str], write: Callable[[str], Any], budget: int | None) -> int | None:
     """Write ``chunks`` until ``budget`` characters; returns how many were written if it ran out."""
     written = 0
