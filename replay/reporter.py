@@ -89,6 +89,7 @@ def request_json(r: RequestDiff) -> dict[str, Any]:
         "gained": r.gained,
         "entries": [entry_json(e) for e in r.entries],
         "changes": [change_json(c) for c in r.changes],
+        **({} if r.detailed else {"detailed": False}),
     }
 
 
@@ -226,6 +227,8 @@ def diff_lines(d: Diff, *, details: bool = True, max_changes: int = 12) -> list[
 def request_lines(r: RequestDiff) -> list[tuple[str, str]]:
     """(key, line) per entry and field change of one request; the key leaves the request's ordinal out."""
     out = [(entry_line(e), entry_line(e)) for e in r.entries if e.kind != "changed"]
+    if not r.detailed:
+        out.append(("details left out (the diff's detail bound)", "details left out (the diff's detail bound)"))
     for c in r.changes:
         if c.kind == "changed" or c.kind == "type":
             old, new = _pair(c.old, c.new)

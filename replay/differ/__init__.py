@@ -66,6 +66,8 @@ class RequestDiff:
     messages_b: int | None = None
     entries: list[Entry] = field(default_factory=list)
     """Messages and parts removed, inserted, moved, rewrapped or changed (aligned by content)."""
+    detailed: bool = True
+    """False past the diff's :data:`DETAIL_BOUND`: known to differ (its digests do), details not computed."""
 
     @property
     def label(self) -> str:
@@ -224,6 +226,12 @@ Pair = tuple[list[Entry], list[Change]]
 """Entries and field changes of one aligned pair, paths relative to the pair."""
 
 
+DETAIL_BOUND = 200_000
+"""Entries and field changes one diff computes before it only lists the further requests that differ:
+a crafted cassette of 3,500 requests, each re-sending 1,000 changed messages, made 7 M entries (a
+minute to build, print and scrub). A real 10,000-request diff makes a few thousand."""
+
+
 class _Differ:
     """Compares aligned items, memoising every distinct (digest A, digest B) pair."""
 
@@ -359,6 +367,7 @@ def _diff(
     ex_a = {(e.role, e.index): e for e in na.source.exchanges}
     ex_b = {(e.role, e.index): e for e in nb.source.exchanges}
     paired: dict[tuple[str, int], int] = {}
+    details = 0
     for role in roles:
         ra: list[NormalRequest] = na.requests.get(role, [])
         rb: Sequence[NormalRequest | None] = nb.requests.get(role, [])
@@ -394,9 +403,13 @@ def _diff(
             rd.messages_a = len(qa.body.get("messages", [])) if qa else None
             rd.messages_b = len(qb.body.get("messages", [])) if qb else None
             if qa and qb:
-                rd.entries, rd.changes = differ.request(role, i, qa, qb, na, nb, rules)
-                if not rd.changes and not rd.entries:
-                    continue
+                if details >= DETAIL_BOUND:
+                    rd.detailed = False
+                else:
+                    rd.entries, rd.changes = differ.request(role, i, qa, qb, na, nb, rules)
+                    if not rd.changes and not rd.entries:
+                        continue
+                    details += len(rd.entries) + len(rd.changes)
             requests.append(rd)
     requests += _histories(na, nb, differ, rules)
     outcome = (na.outcome, nb.outcome) if na.outcome != nb.outcome else None
@@ -416,6 +429,10 @@ def _diff(
         warnings=_warnings(na.source, nb.source) + (
             [f"the alignment bound ({PAIR_BUDGET:,} similarity checks) was reached: some messages that changed "
              "are listed as removed and inserted instead of paired"] if differ.bounded else []
+        ) + (
+            [f"the detail bound ({DETAIL_BOUND:,} entries and changes) was reached: "
+             f"{sum(not r.detailed for r in requests):,} more requests differ, their details left out"]
+            if details >= DETAIL_BOUND and any(not r.detailed for r in requests) else []
         ),
         wire=compare_wire(na.source, nb.source, rules),
         cache=compare_cache(costs_a, costs_b, paired=paired),

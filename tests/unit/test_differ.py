@@ -71,3 +71,48 @@ def test_an_instructions_only_change_is_a_field_diff_not_a_loss_with_the_same_te
     lines = diff_lines(diff(a, b))
     assert "  main[0].messages[0].instructions: Summarise. Keep names. → Summarise. Keep names and paths." in lines
     assert not [ln for ln in lines if "lost" in ln or "gained" in ln or "summarization" in ln]
+
+
+def _words(n: int, tag: str) -> list[str]:
+    return [f"{tag} message {k} " + " ".join(f"{tag}{k}w{j}" for j in range(20)) for k in range(n)]
+
+
+def test_a_history_pair_is_aligned_once_however_many_requests_resend_it(monkeypatch) -> None:
+    """A crafted 1.7 MB cassette of 3,500 requests re-sending 1,000 changed messages took 10 minutes and 4.3 GB:
+    each request aligned (and scored) the same two histories again."""
+    from replay.differ import _align
+    import replay.differ as differ_module
+
+    calls: list[int] = []
+    real = _align.align
+    monkeypatch.setattr(differ_module, "align", lambda *a, **k: (calls.append(1), real(*a, **k))[1])
+    a, b = _words(30, "x"), _words(30, "y")
+    d = diff(cassette([a] * 40), cassette([b] * 40))
+    assert len(d.requests) == 40 and all(len(r.entries) == 60 for r in d.requests)
+    assert len([c for c in calls]) <= 2  # the messages once (parts inside a changed pair would be more)
+
+
+def test_past_the_pair_budget_unmatched_messages_are_removed_and_inserted(monkeypatch) -> None:
+    from replay.differ import _align
+
+    a = [{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": t}]} for t in ("alpha beta gamma one",)]
+    b = [{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": t}]} for t in ("alpha beta gamma two",)]
+    found = _align.align(a, b, [b"a"], [b"b"], _align.Memo())
+    assert [p.kind for p in found] == ["changed"]  # 3 of 4 words shared: one changed message
+    spent = _align.Memo(budget=0)
+    assert [p.kind for p in _align.align(a, b, [b"a"], [b"b"], spent)] == ["removed", "inserted"] and spent.exhausted
+
+
+def test_past_the_detail_bound_further_requests_are_listed_without_details(monkeypatch) -> None:
+    import replay.differ as differ_module
+    from replay.reporter import diff_json, diff_lines
+
+    monkeypatch.setattr(differ_module, "DETAIL_BOUND", 10)  # each request here makes 2 (an entry and a change)
+    d = diff(cassette([[f"U{i}", f"please add {i}"] for i in range(20)]), cassette([[f"U{i}", f"please sum {i}"] for i in range(20)]))
+    detailed = [r for r in d.requests if r.detailed]
+    assert len(d.requests) == 20 and 0 < len(detailed) < 20  # every differing request still listed
+    assert all(not r.entries and not r.changes for r in d.requests if not r.detailed)
+    (warning,) = [w for w in d.warnings if "detail bound" in w]
+    assert f"{20 - len(detailed)} more requests differ" in warning
+    assert diff_json(d)["requests"][-1]["detailed"] is False and "detailed" not in diff_json(d)["requests"][0]
+    assert any("details left out" in line for line in diff_lines(d))
