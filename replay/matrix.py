@@ -669,6 +669,18 @@ def _md(text: str) -> str:
     return visible(text).replace("|", "\\|").replace("`", "'")
 
 
+_MD_TEXT = str.maketrans({"\\": "\\\\", "&": "&amp;", "<": "&lt;", ">": "&gt;", "[": "\\[", "]": "\\]",
+                          "|": "\\|", "`": "'"})
+
+
+def _md_text(text: str) -> str:
+    """Cassette or shard text as plain Markdown cell text (outside a code span): also no HTML tag, entity
+    or link of its own. The step summary is rendered by GitHub: an observation ``<img src=…>`` was an image."""
+    from ._untrusted import visible
+
+    return visible(text).translate(_MD_TEXT)
+
+
 def render_markdown(result: Result) -> str:
     labels = _label_of(result)
     specs = result["grid"]["versions"]
@@ -677,7 +689,7 @@ def render_markdown(result: Result) -> str:
     out.append("| scenario | " + " | ".join(f"`{_md(labels.get(s, s))}`" for s in specs) + " |")
     out.append("|---|" + "---|" * len(specs))
     def marked(c: Cell, lines: list[str]) -> str:
-        return f"{icon.get(c['status'], '❌')} " + "<br>".join(_md(x) for x in lines)
+        return f"{icon.get(c['status'], '❌')} " + "<br>".join(_md_text(x) for x in lines)
 
     for sid, row in result["scenarios"].items():
         out.append(f"| `{_md(sid)}` | " + " | ".join(_cells(row, specs, marked)) + " |")
@@ -687,7 +699,8 @@ def render_markdown(result: Result) -> str:
         if r.get("error"):
             env += f": {r['error']}"
         out.append(
-            f"| `{_md(r['spec'])}` | {r.get('harness') or ''} | {r.get('slim') or ''} | {r.get('python') or ''} | {_md(env)} |"
+            f"| `{_md(r['spec'])}` | {_md_text(str(r.get('harness') or ''))} | {_md_text(str(r.get('slim') or ''))} "
+            f"| {_md_text(str(r.get('python') or ''))} | {_md_text(env)} |"
         )
     return "\n".join(out) + "\n"
 

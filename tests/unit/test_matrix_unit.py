@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import json
 from pathlib import Path
 from typing import Any
@@ -491,3 +493,18 @@ def test_a_report_quotes_a_violation_whole_where_the_table_cuts_it() -> None:
     assert cut.endswith("...") and len(cut) < len(long)
     (whole,) = [ln for ln in mx.cell_lines(cell, message_limit=None) if ln.startswith("violation")]
     assert whole.endswith("(new since the recording: U11)")
+
+
+def test_markdown_cells_carry_no_html_or_links_of_a_cassette_or_shard() -> None:
+    """The step summary is rendered by GitHub: an observation ``<img src=…>`` in a cassette and a version
+    field of an untrusted shard became an image and a link there (only ``|`` and backticks were escaped)."""
+    doc = _shard_result((1, 1), STATUSES)
+    doc["versions"][0]["harness"] = "<img src=https://evil.example/p.png>"
+    doc["versions"][0]["slim"] = "[click me](https://evil.example)"
+    cell = doc["scenarios"]["a"]["0.54.0"]
+    cell["observation_changes"] = [{"path": "observations.o", "old": "x", "new": "<img src=https://evil.example/q.png>"}]
+    cell["changed_requests"] = ["main[0] <b>bold</b> a|b"]
+    md = mx.render_markdown(doc)
+    assert "<img" not in md and "<b>" not in md and not re.search(r"(?<!\\)\]\(https://evil", md), md
+    assert "&lt;img src=https://evil.example/p.png&gt;" in md and "\\[click me\\](https://evil.example)" in md
+    assert "a\\|b" in md  # still one cell
