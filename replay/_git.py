@@ -35,15 +35,40 @@ IGNORE_LINE = ".replay/"
 """Replay results, matrix environments and caches: large (tens of MB) and rebuilt on demand."""
 
 
+def _read(path: Path, line: str) -> str:
+    """The project file ``init`` appends ``line`` to, refused unless it is a plain text file of the project:
+    a committed symlink made ``init`` append to a file outside it, a FIFO made it hang."""
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise ReplayUsageError(f"{path}: not a regular file (a link or a device); add {line!r} to it yourself")
+    if not path.exists():
+        return ""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReplayUsageError(f"{path}: cannot read: {exc}; add {line!r} to it yourself") from None
+
+
+def check_files(directory: Path) -> None:
+    """Before ``init`` writes anything: both files it appends to can be read (nothing half-done)."""
+    _read(directory / ".gitattributes", ATTRIBUTE_LINE)
+    _read(directory / ".gitignore", IGNORE_LINE)
+
+
+def _append(path: Path, text: str, line: str) -> None:
+    from .cassette import write_atomic
+
+    if text and not text.endswith("\n"):
+        text += "\n"
+    write_atomic(path, (text + line + "\n").encode("utf-8"))
+
+
 def ensure_gitignore(directory: Path) -> bool:
     """Add ``.replay/`` to ``directory/.gitignore`` unless an equivalent line is there; True when it changed."""
     path = directory / ".gitignore"
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    text = _read(path, IGNORE_LINE)
     if any(line.strip() in (".replay", ".replay/", "/.replay", "/.replay/") for line in text.splitlines()):
         return False
-    if text and not text.endswith("\n"):
-        text += "\n"
-    path.write_text(text + IGNORE_LINE + "\n", encoding="utf-8")
+    _append(path, text, IGNORE_LINE)
     return True
 
 
@@ -59,12 +84,10 @@ def ensure_gitattributes(directory: Path) -> bool:
     ``*.cassette binary`` above it is overridden without touching the user's lines.
     """
     path = directory / ".gitattributes"
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    text = _read(path, ATTRIBUTE_LINE)
     if any(_has_driver(line) for line in text.splitlines()):
         return False
-    if text and not text.endswith("\n"):
-        text += "\n"
-    path.write_text(text + ATTRIBUTE_LINE + "\n", encoding="utf-8")
+    _append(path, text, ATTRIBUTE_LINE)
     return True
 
 

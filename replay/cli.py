@@ -739,6 +739,7 @@ def init(
     command = textconv or _git.default_textconv()
     if git_config:
         _git.check_repository(here, command)
+    _git.check_files(here)
     changed = _git.ensure_gitattributes(here)
     typer.echo(f"{'added to' if changed else 'already in'} .gitattributes: {_git.ATTRIBUTE_LINE}")
     changed = _git.ensure_gitignore(here)

@@ -163,3 +163,25 @@ def test_git_diff_shows_the_changed_line_not_the_whole_message(repo: Path, cli: 
     # besides the prompt only FunctionModel's usage figure moved (it counts the request's words)
     assert all(line == 'content: "What is the capital of France?"' or line.startswith("input_tokens: ") for line in removed), removed
     assert not any("part_kind" in line or "instructions" in line for line in diff.splitlines())
+
+
+def test_init_refuses_links_devices_and_unreadable_files(project: Path, cli: Callable[..., object], tmp_path: Path) -> None:
+    """A committed symlink made `init` append `.replay/` to a file outside the project, a FIFO made it hang,
+    a non-UTF-8 file was a traceback."""
+    import os
+
+    outside = tmp_path / "outside.txt"
+    outside.write_text("mine\n")
+    (project / ".gitignore").symlink_to(outside)
+    res = cli("init")
+    assert res.code == 2 and ".gitignore: not a regular file" in res.err and len(res.err.strip().splitlines()) == 1  # type: ignore[attr-defined]
+    assert outside.read_text() == "mine\n"
+    assert not (project / ".gitattributes").exists()  # refused before anything was written
+    (project / ".gitignore").unlink()
+    os.mkfifo(project / ".gitattributes")
+    res = cli("init")
+    assert res.code == 2 and ".gitattributes: not a regular file" in res.err  # type: ignore[attr-defined]
+    (project / ".gitattributes").unlink()
+    (project / ".gitattributes").write_bytes(b"\xff\xfe*.bin binary\n")
+    res = cli("init")
+    assert res.code == 2 and ".gitattributes: cannot read" in res.err and "Traceback" not in res.err  # type: ignore[attr-defined]
