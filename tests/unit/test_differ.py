@@ -116,3 +116,19 @@ def test_past_the_detail_bound_further_requests_are_listed_without_details(monke
     assert f"{20 - len(detailed)} more requests differ" in warning
     assert diff_json(d)["requests"][-1]["detailed"] is False and "detailed" not in diff_json(d)["requests"][0]
     assert any("details left out" in line for line in diff_lines(d))
+
+
+def test_a_nan_observation_equals_itself() -> None:
+    """NaN is unequal to itself: a cassette with ``score: nan`` was CHANGED against itself and its expectation
+    ``score: nan`` failed forever."""
+    from replay import invariants
+    from replay.cassette import ObservationRecord
+
+    c = cassette([["U1"]])
+    c.observations = [ObservationRecord(name="score", value=float("nan")), ObservationRecord(name="xs", value=[1.0, float("nan")])]
+    c.expectations = {"score": float("nan")}
+    assert not diff(c, c.model_copy(deep=True)).changed
+    assert [v for v in invariants.evaluate(c).violations if v.invariant == "expectation"] == []
+    other = c.model_copy(deep=True)
+    other.observations[0].value = 1.0
+    assert [o.path for o in diff(c, other).observations] == ["observations.score"]
