@@ -607,6 +607,9 @@ def ls_cmd(
         h = c.header
         roles = {r: len(xs) for r, xs in sorted(c.by_role().items())}
         rows.append({"path": str(path), "scenario_id": h.scenario_id, "harness": h.harness_version, "roles": roles, "outcome": c.outcome.status})
+    from .scrub import redact
+
+    rows = redact(rows)  # a header field or role name holding a key is printed as everywhere else: scrubbed
     if fmt is ShowFmt.json:
         typer.echo(dumps_json(rows))
     for row in rows if fmt is ShowFmt.text else ():

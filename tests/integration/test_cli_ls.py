@@ -26,3 +26,16 @@ def test_cassettes_option_and_json(cli) -> None:
 def test_missing_path_is_one_line_exit_2(cli) -> None:
     r = cli("ls", "no/such/dir")
     assert r.code == 2 and r.err.count("\n") == 1 and "no/such/dir: no such cassette or directory" in r.err
+
+
+def test_ls_scrubs_what_it_prints_as_show_does(cli, tmp_path) -> None:
+    """A cassette whose header fields hold a key: `show` and `check` printed `<secret:…>`, `ls` the key."""
+    from replay.cassette import load, save
+
+    c = load(CAS / "seed000" / "long.cassette")
+    token = "ghp_" + "Ab3d" * 9
+    c.header.harness_version = token
+    path = save(c, tmp_path / "s.cassette")
+    for args in ((), ("--format", "json")):
+        r = cli("ls", path, *args)
+        assert r.code == 0 and token not in r.out and "<secret:" in r.out, r.out
