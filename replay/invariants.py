@@ -1180,6 +1180,8 @@ def empty_summary(c: Cassette) -> Iterator[Violation]:
         if e.error is not None or e.response is None or _run_failed(c, e):
             continue
         run_output = c.runs[e.run].output if e.run is not None and 0 <= e.run < len(c.runs) else None
+        if run_output is not None and not isinstance(run_output, str) or run_output is None and _structured(c, e):
+            continue  # a structured answer (RelevanceCompaction's judge scoring steps) is no summary
         summary = run_output if isinstance(run_output, str) else _summary_text(c, e)
         if summary.strip():
             continue
@@ -1205,6 +1207,14 @@ def empty_summary(c: Cassette) -> Iterator[Violation]:
             {"summary": summary, "request": target, "source_messages": source, "sent_messages": len(sent)},
             measure={"messages_dropped": source - len(sent)},
         )
+
+
+def _structured(c: Cassette, e: Exchange) -> bool:
+    """Whether a compaction call answered with a tool call and no text: a structured output, not a summary."""
+    response = c.messages[e.response] if e.response is not None and 0 <= e.response < len(c.messages) else None
+    parts = _parts(response) if isinstance(response, dict) else []
+    kinds = {p.get("part_kind") for p in parts if isinstance(p, dict)}
+    return "tool-call" in kinds and "text" not in kinds
 
 
 def _dangling(messages: list[Message]) -> list[tuple[int, dict[str, Any]]]:

@@ -174,7 +174,7 @@ def test_every_trust_scenario_replays_same_on_the_installed_version_three_times(
     for _ in range(3):
         r = cli("run", FIXTURES / "scenarios" / "trust.py", "--cassettes", FIXTURES / "harness-0.62.0", "--format", "json")
         statuses = {sid: cell["status"] for sid, cell in json.loads(r.out)["scenarios"].items()}
-        assert len(statuses) == 16 and set(statuses.values()) == {"same"}, statuses
+        assert len(statuses) == 17 and set(statuses.values()) == {"same"}, statuses
 
 
 def test_what_the_model_is_never_sent_is_not_a_change(cli) -> None:
@@ -323,3 +323,9 @@ def test_directories_at_different_levels_are_one_clear_error(cli) -> None:
     assert "no cassette has a counterpart at the same path" in r.err and len(r.err.strip().splitlines()) == 1
     ok = cli("diff", ROOT / "cassettes" / "seed001", FIXTURES / "harness-0.54.0" / "seed001")
     assert "keep_user_messages_true" in ok.out
+
+
+def test_a_relevance_judge_is_no_summarizer(cli) -> None:
+    """RelevanceCompaction's judge (a harness compaction module's agent) scores steps with a structured answer:
+    it was taken for a summarizer whose empty summary had been accepted, on every judge call."""
+    assert _check_json(cli, FIXTURES / "harness-0.62.0/trust/relevance.cassette") == []
