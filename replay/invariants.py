@@ -383,6 +383,23 @@ def _part_text(part: dict[str, Any]) -> str:
     return ""
 
 
+def _harness_data(item: Any) -> bool:
+    """A prompt content item the harness put there as data (``metadata.origin`` ``pydantic-ai-harness.…``:
+    a BackgroundTools result): "not a user message", capped for the summarizer like a tool return."""
+    if not isinstance(item, dict):
+        return False
+    origin = (item.get("metadata") or {}).get("origin") if isinstance(item.get("metadata"), dict) else None
+    return isinstance(origin, str) and origin.startswith("pydantic-ai-harness.")
+
+
+def _user_text(part: dict[str, Any]) -> str:
+    """A part's text as something a user or the model said: without the harness's own data items."""
+    content = part.get("content")
+    if isinstance(content, list) and any(_harness_data(c) for c in content):
+        return _part_text({"content": [c for c in content if not _harness_data(c)]})
+    return _part_text(part)
+
+
 def _part_key(part: dict[str, Any]) -> tuple[Any, ...]:
     if part.get("tool_call_id") is not None:
         return (part.get("part_kind"), _hashable(part.get("tool_name")), _hashable(part.get("tool_call_id")))
@@ -432,11 +449,15 @@ def _words(message: Message) -> tuple[list[str], list[list[str]]]:
     user and assistant texts, not the reminders a request carried for itself alone (the history a
     compaction is given never had them: README, "Reminders ... never counted as lost").
     """
-    per = [(p.get("part_kind"), _TOKEN.findall(_part_text(p))) for p in _parts(message)]
+    parts = _parts(message)
+    per = [(p.get("part_kind"), _TOKEN.findall(_part_text(p))) for p in parts]
     scoped = _request_scoped(message) if message.get("kind") == "request" else ()
-    return [t for _, ts in per for t in ts], [
-        ts for k, (kind, ts) in enumerate(per) if ts and kind in ("user-prompt", "text") and k not in scoped
+    needles = [
+        ts if kind != "user-prompt" else _TOKEN.findall(_user_text(parts[k]))  # harness data is not a user's words
+        for k, (kind, ts) in enumerate(per)
+        if ts and kind in ("user-prompt", "text") and k not in scoped
     ]
+    return [t for _, ts in per for t in ts], [ts for ts in needles if ts]
 
 
 class _Grams:

@@ -174,7 +174,7 @@ def test_every_trust_scenario_replays_same_on_the_installed_version_three_times(
     for _ in range(3):
         r = cli("run", FIXTURES / "scenarios" / "trust.py", "--cassettes", FIXTURES / "harness-0.62.0", "--format", "json")
         statuses = {sid: cell["status"] for sid, cell in json.loads(r.out)["scenarios"].items()}
-        assert len(statuses) == 17 and set(statuses.values()) == {"same"}, statuses
+        assert len(statuses) == 18 and set(statuses.values()) == {"same"}, statuses
 
 
 def test_what_the_model_is_never_sent_is_not_a_change(cli) -> None:
@@ -329,3 +329,13 @@ def test_a_relevance_judge_is_no_summarizer(cli) -> None:
     """RelevanceCompaction's judge (a harness compaction module's agent) scores steps with a structured answer:
     it was taken for a summarizer whose empty summary had been accepted, on every judge call."""
     assert _check_json(cli, FIXTURES / "harness-0.62.0/trust/relevance.cassette") == []
+
+
+def test_harness_data_capped_for_the_summarizer_is_not_a_users_loss(cli) -> None:
+    """A BackgroundTools result (harness data on the user channel) that 0.60+ caps for the summarizer like a
+    tool return: content_lost on 0.62 only, so diffing a 0.59 recording against 0.62 said "new" loss."""
+    for v in VERSIONS:
+        assert _check_json(cli, FIXTURES / f"harness-{v}/trust/harness_data.cassette") == [], v
+    doc = _diff_json(cli, FIXTURES / "harness-0.59.0/trust/harness_data.cassette", FIXTURES / "harness-0.62.0/trust/harness_data.cassette")
+    assert doc["new_violations"] == [] and doc["violations"] == []
+    assert doc["changed"]  # what the summarizer is given did change: the report is capped on 0.62
