@@ -108,6 +108,20 @@ def python_warning(recorded: Cassette, replayed: Cassette) -> list[str]:
     return []
 
 
+def did_not_run(recorded: Cassette, replayed: Cassette) -> str | None:
+    """Why a replay is no verdict: the scenario raised before its first model request where the recording
+    made some (a capability argument this version lacks: ``TypeError: unexpected keyword argument``).
+
+    As a file that fails to import, it is an error cell; as ``changed`` it listed every recorded request
+    as removed and every violation of the recording as ``gone``, a fix that never happened.
+    """
+    error = replayed.outcome.error
+    if error is None or recorded.outcome.error is not None or not recorded.exchanges or replayed.exchanges:
+        return None
+    first = (error.message.splitlines() or [""])[0][:200]
+    return f"the scenario stopped before its first model request on this version: {error.type.rsplit('.', 1)[-1]}: {first}"
+
+
 def same_versions_warning(a: Cassette, b: Cassette, d: Diff) -> list[str]:
     """A change between two runs of one harness and one pydantic-ai is not the harness's doing: say where to look.
 
@@ -171,6 +185,10 @@ def replay_scenario(
     result_path = None
     if results is not None:
         result_path = save(result.result, cassette_path(results, sc.id))
+    stopped = did_not_run(recorded, result.result)
+    if stopped is not None:
+        return ScenarioReport(sc.id, "error", error=f"{path}: {stopped}", cassette=str(path),
+                              result=str(result_path) if result_path else None)
     with _facts.shared():  # the diff and both sides' checks estimate each distinct message once
         d = diff(recorded, result.result, rules, tokenizer=tokenizer())
         failures = _grade_violations(d, recorded, result.result)

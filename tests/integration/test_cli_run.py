@@ -201,3 +201,21 @@ def test_a_cassette_of_another_scenario_is_an_error_not_a_change(cli, project: P
     shutil.copy(ROOT / "cassettes" / "coverage" / "tool_call.cassette", other / "simple" / "compact.cassette")
     r = cli("run", "simple/compact", "--cassettes", other)
     assert r.code == 2 and "holds scenario 'coverage/tool_call', not 'simple/compact'" in r.out, r.out
+
+
+def test_a_scenario_that_cannot_start_on_this_version_is_an_error_not_a_change(cli, write_scenario, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As on a release without a capability argument (`TypeError: unexpected keyword argument`): the cell read
+    `changed`, every recorded request removed and every violation of the recording `gone`."""
+    path = write_scenario()
+    source = path.read_text()
+    marker = "async def "
+    head, _, tail = source.partition(marker)
+    fn_line, _, body = tail.partition("\n")
+    path.write_text(head + marker + fn_line + "\n    import os\n    if os.environ.get('OLD_RELEASE'):\n"
+                    "        raise TypeError(\"__init__() got an unexpected keyword argument 'background_start'\")\n" + body)
+    assert cli("record", "--force").code == 0
+    monkeypatch.setenv("OLD_RELEASE", "1")
+    r = cli("run", "--format", "json")
+    cell = json.loads(r.out)["scenarios"]["simple/compact"]
+    assert r.code == 2 and cell["status"] == "error"
+    assert "stopped before its first model request on this version: TypeError: __init__() got an unexpected keyword" in cell["error"]
