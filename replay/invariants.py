@@ -1405,7 +1405,7 @@ def cache_prefix_broken(c: Cassette) -> Iterator[Violation]:
             role,
             None,
             f"{len(items)} request{'s' * (len(items) != 1)} re-sent less of the previous request than it held, "
-            f"with no compaction between (cacheable/previous tokens: {where}{more}); "
+            f"editing its messages in place, none dropped and no summarizer between (cacheable/previous tokens: {where}{more}); "
             f"{lost:,} tokens that could have come from the prompt cache were sent in full",
             evidence={"requests": [i for i, _, _ in items], "cached": [x for _, x, _ in items],
                       "previous": [p for _, _, p in items], "uncached": lost},
