@@ -718,7 +718,13 @@ def merge(
     """Combine the JSON results of matrix shards into one table and one exit code."""
     from . import matrix as mx
 
-    merged = mx.merge_results(mx.load_results(results))
+    empty = [p for p in results if p.is_file() and p.stat().st_size == 0]
+    for p in empty:  # `replay matrix … > shard-K.json || true` of a shard that failed: its cells are missing
+        typer.echo(visible(f"replay: warning: {p}: empty (its shard wrote no results: did the command fail?); "
+                           "its cells show as missing"), err=True)
+    if empty and len(empty) == len(results):
+        raise ReplayUsageError(f"{', '.join(map(str, results))}: every results file is empty")
+    merged = mx.merge_results(mx.load_results([p for p in results if p not in empty]))
     mx.emit(merged, fmt.value)
     raise typer.Exit(mx.exit_code(merged))
 

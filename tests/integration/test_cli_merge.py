@@ -53,7 +53,6 @@ MALFORMED: dict[str, bytes] = {
     "a cell outside the grid": _mutate(lambda d: d["scenarios"]["a"].update({"9.9.9": {"status": "same"}})),
     "a scenario outside the grid": _mutate(lambda d: d["scenarios"].update({"zzz": {}})),
     "nested too deeply": b"[" * 100_000 + b"]" * 100_000,
-    "empty file": b"",
 }
 
 
@@ -94,3 +93,19 @@ def test_valid_shards_still_merge(tmp_path: Path, cli: Callable[..., Any]) -> No
     result = cli("merge", str(good), "--format", "json", cwd=tmp_path)
     assert result.code == 1, result.err  # one changed cell
     assert json.loads(result.out)["summary"]["changed"] == 1
+
+
+def test_an_empty_shard_file_is_a_missing_shard_to_merge(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    """`replay matrix … > shard-K.json || true` of a shard that failed leaves an empty file: merge said
+    "Expecting value: line 1 column 1" and printed no table. Its cells are missing, as for an absent file."""
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(_valid()))
+    empty = tmp_path / "shard-2.json"
+    empty.write_bytes(b"")
+    result = cli("merge", str(good), str(empty), "--format", "json", cwd=tmp_path)
+    assert result.code == 1 and json.loads(result.out)["summary"]["changed"] == 1
+    assert f"replay: warning: {empty}: empty (its shard wrote no results" in result.err
+    alone = cli("merge", str(empty), cwd=tmp_path)
+    assert alone.code == 2 and "every results file is empty" in alone.err
+    page = cli("html", str(good), str(empty), "--out", str(tmp_path / "r.html"), cwd=tmp_path)
+    assert page.code == 2 and page.err.strip().startswith(f"replay: error: {empty}")  # html needs every file it is given
