@@ -112,11 +112,12 @@ def replay_cassette(request: pytest.FixtureRequest, replay_cassette_dir: Path) -
     problem = _marker_problem(marker) if marker else None
     if problem:
         pytest.fail(f"@pytest.mark.replay: {problem}", pytrace=False)
-    on_exhausted = marker.kwargs.get("on_exhausted", "fail") if marker else "fail"
     from ._pytest_cassette import TestCassette  # heavy: only for tests that use a cassette
     from .normaliser import Rules
 
     tally = item.config.stash[_TALLY]
+    # the marker's own policy, else [tool.replay] on-exhausted, as `replay run` reads it
+    on_exhausted = (marker.kwargs.get("on_exhausted") if marker else None) or tally.config(item.config.rootpath).on_exhausted
     path = replay_cassette_dir / f"{_name(item)}.cassette"
     error: ReplayError | None = None
     try:

@@ -901,3 +901,13 @@ def test_a_hostile_cassette_cannot_drive_the_terminal_through_a_failure(agent_te
     assert "\\x1b]0;PWNED" in text or "\\x1b" in text
     assert not any(ch in text for ch in ("\x1b]", "\x07", "\u202e", "\r")), [ln for ln in text.splitlines() if "PWNED" in ln]
     assert not any(line.lstrip().startswith("FAKE PASSED") for line in text.splitlines())
+
+
+def test_the_projects_on_exhausted_applies_as_in_replay_run(agent_test: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`[tool.replay] on-exhausted = "repeat"` was ignored by the plugin: only the marker's own counted."""
+    run(agent_test, monkeypatch, "test_agent.py::test_compacts", CI="", TURNS="1").assert_outcomes(passed=1)
+    strict = run(agent_test, monkeypatch, "test_agent.py::test_compacts", CI="1", TURNS="2", BROKEN="1")
+    strict.assert_outcomes(failed=1)  # one more turn than recorded: unrecorded under the default policy
+    (agent_test.path / "pyproject.toml").write_text('[tool.replay]\non-exhausted = "repeat"\n')
+    lenient = run(agent_test, monkeypatch, "test_agent.py::test_compacts", CI="1", TURNS="2", BROKEN="1")
+    assert "made request #" not in output(lenient)  # answered by repeating the last recorded answer
