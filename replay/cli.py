@@ -292,12 +292,13 @@ def record(
     not declare with ``@scenario(expect_error=...)`` (no cassette is written for it).
     """
     from . import _pipeline
+    from .cassette import cassette_path
     config = _config()
     failures: list[Any] = []  # a file that fails to import (a capability this version lacks) errors alone
     scenarios = _discover(targets, config, failures)
     directory = cassettes or config.cassettes
     unimported = [
-        _pipeline.RecordOutcome(sid, _pipeline.cassette_path(directory, sid) if f.ids else f.path, "error", f"{f.reason}; nothing written")
+        _pipeline.RecordOutcome(sid, cassette_path(directory, sid) if f.ids else f.path, "error", f"{f.reason}; nothing written")
         for f in failures for sid in (f.ids or (str(f.path),))
     ]
     if check_determinism is not None:

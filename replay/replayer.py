@@ -92,9 +92,12 @@ def _http_error(info: ErrorInfo) -> BaseException | None:
         if category is not None and issubclass(category, http):
             return category(status, model_name, attributes.get("body"))
         for_category = getattr(http, "for_category", None)
+        built: Any
         if category is not None and callable(for_category):
-            return for_category(category, status_code=status, model_name=model_name, body=attributes.get("body"))
-        return http(status, model_name, attributes.get("body"))
+            built = for_category(category, status_code=status, model_name=model_name, body=attributes.get("body"))
+        else:
+            built = http(status, model_name, attributes.get("body"))
+        return built if isinstance(built, BaseException) else None
     except Exception:  # a category no HTTP error belongs to, another constructor: the generic path
         return None
 

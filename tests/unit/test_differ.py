@@ -80,8 +80,8 @@ def _words(n: int, tag: str) -> list[str]:
 def test_a_history_pair_is_aligned_once_however_many_requests_resend_it(monkeypatch) -> None:
     """A crafted 1.7 MB cassette of 3,500 requests re-sending 1,000 changed messages took 10 minutes and 4.3 GB:
     each request aligned (and scored) the same two histories again."""
-    from replay.differ import _align
     import replay.differ as differ_module
+    from replay.differ import _align
 
     calls: list[int] = []
     real = _align.align
