@@ -410,6 +410,21 @@ def _text(message: Message) -> str:
     return " ".join(_part_text(p) for p in _parts(message))
 
 
+def _hand_chars(message: Message) -> int:
+    """The characters the harness's estimate counts, by hand: each text segment's length, nothing between
+    them (``_count_segments``). ``len(_text())`` counted the spaces joining parts, so a history of five
+    requests read 5 tokens and the same text merged into one request 6: a growth that never happened."""
+    total = 0
+    for part in _parts(message):
+        content = part.get("content")
+        if isinstance(content, str):
+            total += len(content)
+        elif isinstance(content, list):
+            total += sum(len(c) if isinstance(c, str) else len(c.get("content")) if isinstance(c, dict)
+                         and isinstance(c.get("content"), str) else 0 for c in content)
+    return total
+
+
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 _GRAM = 3
 
@@ -505,7 +520,7 @@ def _exact(messages: list[Message]) -> int:
 def _by_hand(messages: list[Message]) -> int:
     """The harness's estimate formula applied by hand: the messages' text plus the last instructions, over 4."""
     instructions = next((n for n in map(_instructions_chars, reversed(messages)) if n), 0)
-    return (sum(len(_text(m)) for m in messages) + instructions) // 4
+    return (sum(_hand_chars(m) for m in messages) + instructions) // 4
 
 
 def _additive(message: Message) -> bool:
@@ -534,7 +549,7 @@ def _message_chars(message: Message, loaded: list[Any] | None = None) -> int | N
             counted = _characters(copies)
             if counted is None:
                 counted = estimate(copies * 4)
-            return counted if counted is not None else len(_text(message))
+            return counted if counted is not None else _hand_chars(message)
     bare = {**message, "instructions": None} if message.get("instructions") else message
     found: int | None
     try:
@@ -543,7 +558,7 @@ def _message_chars(message: Message, loaded: list[Any] | None = None) -> int | N
     except Exception:
         found = None
     if found is None:
-        found = len(_text(message))
+        found = _hand_chars(message)
     return found
 
 
@@ -803,7 +818,7 @@ class _Index:
             if ch is None:
                 if not per_message:
                     return _exact(self.expand(ids))
-                ch = len(_text(self.msg(i)))
+                ch = _hand_chars(self.msg(i))
             total += ch
             instructions = self.instr(i) or instructions
         return (total + instructions) // 4
