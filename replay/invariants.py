@@ -420,8 +420,9 @@ def _hand_chars(message: Message) -> int:
         if isinstance(content, str):
             total += len(content)
         elif isinstance(content, list):
-            total += sum(len(c) if isinstance(c, str) else len(c.get("content")) if isinstance(c, dict)
-                         and isinstance(c.get("content"), str) else 0 for c in content)
+            for item in content:
+                text = item if isinstance(item, str) else item.get("content") if isinstance(item, dict) else None
+                total += len(text) if isinstance(text, str) else 0
     return total
 
 
