@@ -319,11 +319,17 @@ def print_text(
 # --------------------------------------------------------------------------- Markdown
 
 
-def markdown(reports: Sequence[ScenarioReport], title: str = "harness-replay") -> str:
+def markdown(reports: Sequence[ScenarioReport], title: str = "harness-replay", *, checks_only: bool = False) -> str:
+    """``checks_only`` (``replay check``): in that command's own words, ok / violated, as its text says."""
     c = summary_counts(reports)
-    out = [f"### {title}: {c['same']} same, {c['changed']} changed, {c['error']} error", ""]
-    out += ["| scenario | status | what changed |", "|---|---|---|"]
-    icon = {"same": "✅ same", "changed": "⚠️ changed", "error": "❌ error"}
+    if checks_only:
+        out = [f"### {title}: {c['same']} ok, {c['changed']} with violations, {c['error']} error", ""]
+        out += ["| cassette | status | violations |", "|---|---|---|"]
+        icon = {"same": "✅ ok", "changed": "⚠️ violated", "error": "❌ error"}
+    else:
+        out = [f"### {title}: {c['same']} same, {c['changed']} changed, {c['error']} error", ""]
+        out += ["| scenario | status | what changed |", "|---|---|---|"]
+        icon = {"same": "✅ same", "changed": "⚠️ changed", "error": "❌ error"}
     for r in reports:
         what: list[str] = []
         if r.error:
@@ -400,7 +406,7 @@ def _escape_property(text: str) -> str:
     return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def github_annotations(reports: Sequence[ScenarioReport]) -> list[str]:
+def github_annotations(reports: Sequence[ScenarioReport], *, checks_only: bool = False) -> list[str]:
     """``::error file=…,line=…,title=…::…`` for each changed or failed scenario, shown on the PR's diff.
 
     Paths are relative to the checkout (``GITHUB_WORKSPACE``, else the working directory), as
@@ -416,7 +422,7 @@ def github_annotations(reports: Sequence[ScenarioReport]) -> list[str]:
             props.append(f"file={_escape_property(_relative(r.file, root))}")
             if r.line is not None:
                 props.append(f"line={r.line}")
-        title = f"harness-replay: {r.scenario_id} {'error' if r.status == 'error' else 'changed'}"
+        title = f"harness-replay: {r.scenario_id} {'error' if r.status == 'error' else 'violated' if checks_only else 'changed'}"
         props.append(f"title={_escape_property(title)}")
         if r.status == "error":
             message = r.error or "error"
@@ -460,14 +466,14 @@ def emit(
     if fmt == "json":
         print(dumps_json(reports_json(reports), indent=2, sort_keys=False))
     elif fmt == "markdown":
-        print(markdown(reports, title), end="")
+        print(markdown(reports, title, checks_only=checks_only), end="")
     elif fmt == "junit":
         print(junit(reports, title), end="")
     else:
         print_text(reports, console, checks_only=checks_only)
     if os.environ.get("GITHUB_STEP_SUMMARY"):
-        write_step_summary(markdown(reports, title))
+        write_step_summary(markdown(reports, title, checks_only=checks_only))
     if os.environ.get("GITHUB_ACTIONS") == "true":  # the runner reads workflow commands from stdout and stderr alike
         stream = sys.stdout if fmt == "text" else sys.stderr  # keep JSON/JUnit/Markdown on stdout parseable
-        for line in github_annotations(reports):
+        for line in github_annotations(reports, checks_only=checks_only):
             print(line, file=stream)

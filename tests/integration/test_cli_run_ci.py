@@ -54,3 +54,20 @@ def test_github_annotations_point_at_the_scenario(cli, changed: Path, project: P
 def test_no_annotations_outside_github_actions(cli, changed: Path) -> None:
     r = cli("run")
     assert "::error" not in r.out + r.err
+
+
+def test_check_speaks_its_own_words_in_the_summary_and_annotations(cli, changed: Path, project: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`replay check` says OK / VIOLATED; its step summary and annotations said "same" and "changed"."""
+    from conftest import ROOT
+
+    cassettes = project / "cassettes" / "seed000"
+    cassettes.mkdir(parents=True)
+    (cassettes / "long.cassette").write_bytes((ROOT / "cassettes" / "seed000" / "long.cassette").read_bytes())
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    r = cli("check", cassettes)
+    assert r.code == 1
+    text = summary.read_text()
+    assert "### harness-replay check: 0 ok, 1 with violations, 0 error" in text and "⚠️ violated" in text and "changed" not in text
+    assert any(line.startswith("::error ") and "title=harness-replay%3A seed000/long violated" in line for line in r.out.splitlines())
