@@ -131,6 +131,14 @@ class TestCassette:
             policy = f"--replay-mode={self.mode} only replays an existing cassette"
         return f"harness-replay: test {self.nodeid} made {where}, but {missing} and {policy}; {self._flag_hint()}"
 
+    def scrubbed_answers(self) -> bool:
+        """Whether a recorded answer holds a scrubbed secret: a test asserting on it sees ``<secret:…>``."""
+        c = self.recorded
+        if c is None or self.action == "record":
+            return False
+        answers = {ex.response for ex in c.exchanges if ex.response is not None}
+        return any("<secret:" in str(c.messages[i]) for i in answers if 0 <= i < len(c.messages))
+
     # ----------------------------------------------------------------- verdict
 
     @property

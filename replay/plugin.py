@@ -180,6 +180,11 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
                 raise pytest.fail.Exception(text, pytrace=False) from None
             elif failure:  # the test failed on its own: keep its error, show what changed beside it
                 item.add_report_section("call", "harness-replay", text)
+            elif error is not None and test.scrubbed_answers():
+                item.add_report_section("call", "harness-replay", (
+                    f"{shown(test.path)} holds answers with scrubbed secrets (<secret:…>): replayed, the test is "
+                    "given the placeholder, not the value it saw while recording; exempt a path with "
+                    "[tool.replay] scrub-exempt, or assert on something else"))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -911,3 +911,24 @@ def test_the_projects_on_exhausted_applies_as_in_replay_run(agent_test: pytest.P
     (agent_test.path / "pyproject.toml").write_text('[tool.replay]\non-exhausted = "repeat"\n')
     lenient = run(agent_test, monkeypatch, "test_agent.py::test_compacts", CI="1", TURNS="2", BROKEN="1")
     assert "made request #" not in output(lenient)  # answered by repeating the last recorded answer
+
+
+def test_a_test_failing_on_a_scrubbed_answer_is_told_why(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model echoed a password; recording passed, the replay gave the test ``<secret:password:1>`` and it
+    failed with no word from the plugin."""
+    pytester.makepyfile(test_echo="""
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, TextPart
+from pydantic_ai.models.function import FunctionModel
+
+
+@pytest.mark.replay
+def test_echo_password():
+    echo = FunctionModel(lambda messages, info: ModelResponse(parts=[TextPart("echo: " + messages[-1].parts[-1].content)]))
+    assert "tr0ub4dor" in Agent(echo).run_sync("set password=tr0ub4dor").output
+""")
+    run(pytester, monkeypatch, CI="").assert_outcomes(passed=1)
+    replayed = run(pytester, monkeypatch, CI="1")
+    replayed.assert_outcomes(failed=1)
+    assert "holds answers with scrubbed secrets (<secret:…>)" in output(replayed) and "scrub-exempt" in output(replayed)
