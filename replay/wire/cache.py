@@ -203,8 +203,19 @@ def _compaction_between(c: Cassette, before: Exchange, after: Exchange, user_rol
 
 def _part_key(part: Any) -> Any:
     """A part as the provider sees it: its timestamp and metadata are not sent."""
-    part = sent_part(part)
+    part = _no_cache_points(sent_part(part))
     return {k: v for k, v in part.items() if k != "timestamp"} if isinstance(part, dict) else part
+
+
+def _no_cache_points(part: Any) -> Any:
+    """A prompt part without its ``CachePoint`` items: a cache breakpoint placed on text already sent (the
+    planning capability marks the first prompt from the second request on) is a directive to the provider's
+    cache, not an edit of the prefix it matches. Read as an edit, every such run was a cache bust."""
+    content = part.get("content") if type(part) is dict else None
+    if type(content) is not list or not any(type(c) is dict and c.get("kind") == "cache-point" for c in content):
+        return part
+    kept = [c for c in content if not (type(c) is dict and c.get("kind") == "cache-point")]
+    return {**part, "content": kept[0] if len(kept) == 1 and type(kept[0]) is str else kept}
 
 
 class _Sent:
@@ -239,8 +250,16 @@ class _Sent:
     def _message(self, i: int) -> Any:
         found = self._messages.get(i, _NOT_LOADED_YET)
         if found is _NOT_LOADED_YET:
-            found = self._messages[i] = _unstamped(sent_message(self.c.messages[i]))
+            found = self._messages[i] = _unstamped(_without_cache_points(sent_message(self.c.messages[i])))
         return found
+
+
+def _without_cache_points(message: Any) -> Any:
+    parts = message.get("parts") if type(message) is dict else None
+    if type(parts) is not list:
+        return message
+    kept = [_no_cache_points(p) for p in parts]
+    return message if all(a is b for a, b in zip(kept, parts)) else {**message, "parts": kept}
 
 
 def _unstamped(message: Any) -> Any:
