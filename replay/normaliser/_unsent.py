@@ -18,6 +18,11 @@ A verdict compares what the model is sent. pydantic-ai documents these as never 
   both kinds, which made every request of every older recording ``changed``. The one kind a
   mapping reads (OpenAI's ``tool-search``, which decides where the tool goes) is kept.
 
+* a response's ``workspace_ref`` ("Not sent to the model"): the workspace a run worked in, an absolute
+  path that is a new temp directory in every run of a scenario using ``LocalWorkspace``.
+* a tool call's or return's ``tool_kind`` other than a core kind (``tool-search``, ``capability-load``):
+  the agent graph stamps it on after the request from the tool definition's kind (above).
+
 They are removed by position (message, part, content item, tool definition, instruction part),
 never by key name alone, so a tool argument or a JSON-schema property called ``metadata`` or
 ``id`` is still compared. Each function returns its argument itself when there is nothing to
@@ -34,10 +39,15 @@ def _without(value: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 
 
 _META = ("metadata",)
+_MESSAGE = ("metadata", "workspace_ref")
 _TOOL = ("metadata", "capability_id", "toolset_id", "unless_tool_kind", "tool_kind")
 _SENT_TOOL_KINDS = frozenset({"tool-search"})
 """``tool_kind`` values a provider mapping reads (``models/openai.py``: a client-side tool search)."""
 _INSTRUCTION = ("id",)
+
+
+_CORE_PART_KINDS = frozenset({"tool-search", "capability-load"})
+"""``tool_kind`` values that select a typed part class pydantic-ai itself maps (the others are a capability's label)."""
 
 
 def sent_part(part: Any) -> Any:
@@ -47,6 +57,8 @@ def sent_part(part: Any) -> Any:
     out = part
     if "metadata" in part:
         out = _without(part, _META)
+    if part.get("tool_kind") is not None and part["tool_kind"] not in _CORE_PART_KINDS:
+        out = _without(out, ("tool_kind",))
     kind = part.get("part_kind")
     if kind == "user-prompt":
         content = part.get("content")
@@ -66,9 +78,9 @@ def sent_message(message: Any) -> Any:
     parts = message.get("parts")
     new_parts = [sent_part(p) for p in parts] if type(parts) is list else []
     changed = type(parts) is list and any(a is not b for a, b in zip(new_parts, parts))
-    if not changed and "metadata" not in message:
+    if not changed and "metadata" not in message and "workspace_ref" not in message:
         return message
-    out = _without(message, _META) if "metadata" in message else dict(message)
+    out = _without(message, _MESSAGE) if "metadata" in message or "workspace_ref" in message else dict(message)
     if changed:
         out["parts"] = new_parts
     return out

@@ -174,7 +174,7 @@ def test_every_trust_scenario_replays_same_on_the_installed_version_three_times(
     for _ in range(3):
         r = cli("run", FIXTURES / "scenarios" / "trust.py", "--cassettes", FIXTURES / "harness-0.62.0", "--format", "json")
         statuses = {sid: cell["status"] for sid, cell in json.loads(r.out)["scenarios"].items()}
-        assert len(statuses) == 18 and set(statuses.values()) == {"same"}, statuses
+        assert len(statuses) == 19 and set(statuses.values()) == {"same"}, statuses
 
 
 def test_what_the_model_is_never_sent_is_not_a_change(cli) -> None:
@@ -349,3 +349,16 @@ def test_a_cache_point_placed_on_text_already_sent_is_no_cache_bust(cli) -> None
     assert _check_json(cli, recorded) == []
     doc = _diff_json(cli, ROOT / "cassettes/harness_tests/planning/write_then_read_plan.cassette", recorded)
     assert not doc["violations"] and not doc["new_violations"]
+
+
+def test_the_workspace_a_run_worked_in_is_not_a_change(cli) -> None:
+    """LocalWorkspace on a fresh temp dir: every response carries its absolute path (`workspace_ref`, not sent
+    to the model). Replayed on the version it was recorded on, the scenario read `changed`."""
+    paths = {json.dumps(m.get("workspace_ref")) for v in VERSIONS
+             for m in load(FIXTURES / f"harness-{v}/trust/workspace.cassette").messages if m.get("workspace_ref")}
+    assert len(paths) == len(VERSIONS)  # a new temp dir in every recording
+    r = cli("run", FIXTURES / "scenarios" / "trust.py", "--cassettes", FIXTURES / "harness-0.62.0", "--format", "json")
+    assert json.loads(r.out)["scenarios"]["trust/workspace"]["status"] == "same"
+    for v in VERSIONS:
+        doc = _diff_json(cli, FIXTURES / f"harness-{v}/trust/workspace.cassette", FIXTURES / "harness-0.62.0/trust/workspace.cassette")
+        assert "workspace_ref" not in json.dumps(doc["requests"]), v

@@ -258,3 +258,18 @@ def test_a_setting_of_zero_or_false_is_a_value_not_unset() -> None:
     d = diff(chosen, with_settings({}))
     assert d.changed and "temperature" in str(d.requests[0].changes)
     assert not diff(with_settings({"temperature": None}), with_settings({})).changed  # None is unset
+
+
+def test_stamps_the_agent_graph_adds_after_the_request_are_not_sent() -> None:
+    """A response's ``workspace_ref`` (a temp dir's absolute path, new in every run) and a part's ``tool_kind``
+    from a capability's tool definition: neither reaches the model; a core kind selects a typed part and stays."""
+    from replay.normaliser._unsent import sent_message
+
+    response = {"kind": "response", "workspace_ref": {"id": "/tmp/ws-abc123"}, "parts": [
+        {"part_kind": "tool-call", "tool_name": "read_tool_result", "args": {}, "tool_kind": "tool_output_limits.read_tool_result"},
+        {"part_kind": "tool-call", "tool_name": "search_tools", "args": {}, "tool_kind": "tool-search"},
+    ]}
+    assert sent_message(response) == {"kind": "response", "parts": [
+        {"part_kind": "tool-call", "tool_name": "read_tool_result", "args": {}},
+        {"part_kind": "tool-call", "tool_name": "search_tools", "args": {}, "tool_kind": "tool-search"},
+    ]}
