@@ -300,7 +300,7 @@ class CassetteSource:
             return _validate(RequestUsage, rec.usage or {})
         if rec.response is None:
             raise ReplayedModelError(f"recorded {rec.role}[{rec.index}] has no response")
-        return load_messages([self.recorded.messages[rec.response]])[0]
+        return _older_slim_tolerant(lambda data: load_messages([data])[0], self.recorded.messages[rec.response])
 
     async def respond(self, call: Call, exchange: Exchange) -> Any:
         rec = self._next(call, exchange)
@@ -328,6 +328,33 @@ class CassetteSource:
         return out
 
 
+def _older_slim_tolerant(build: Any, data: Any) -> Any:
+    """``build(data)``, or, when this pydantic-ai rejects it, ``build`` of it without the ``tool_kind`` the
+    recording's agent graph stamped on its parts: slim 2.57 accepts only its core kinds there, so a 0.62
+    streamed answer naming ``file_system.read_file`` failed the replay with a ValidationError, an environment's
+    schema read as the harness's behaviour. The stamp is not sent to a model (``normaliser._unsent``)."""
+    try:
+        return build(data)
+    except Exception:
+        stripped = _without_part_kinds(data)
+        if stripped is data:
+            raise
+        return build(stripped)
+
+
+def _without_part_kinds(value: Any) -> Any:
+    from .normaliser._unsent import _CORE_PART_KINDS
+
+    if type(value) is dict:
+        out = {k: _without_part_kinds(v) for k, v in value.items()
+               if not (k == "tool_kind" and v is not None and v not in _CORE_PART_KINDS)}
+        return value if out == value else out
+    if type(value) is list:
+        items = [_without_part_kinds(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value)) else items
+    return value
+
+
 def _validate(cls: type, data: Any) -> Any:
     from pydantic import TypeAdapter
 
@@ -344,7 +371,7 @@ async def _served_stream(source: CassetteSource, rec: Exchange, call: Call) -> A
     params = call.args[2] if len(call.args) > 2 else call.kwargs.get("model_request_parameters")
     if rec.events is not None:
         event_adapter = adapters()[1]
-        events = [event_adapter.validate_python(e) for e in rec.events]
+        events = [_older_slim_tolerant(event_adapter.validate_python, e) for e in rec.events]
     else:
         events = _synthesize_events(response)
     yield _make_stream(params, response, events)

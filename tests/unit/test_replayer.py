@@ -339,3 +339,28 @@ def test_errors_are_written_as_before_without_values_of_their_own_and_never_comp
                                                                     attributes={"code": 7})))
     assert loads(dumps(rich)).outcome.error.attributes == {"code": 7}  # type: ignore[union-attr]
     assert not diff(plain, rich).changed  # a cassette written before they were kept is not a change
+
+
+def test_an_answer_an_older_slim_rejects_for_a_stamp_is_served_without_it() -> None:
+    """Slim 2.57 accepts only core kinds in a part's ``tool_kind``; a 0.62 streamed answer holding the
+    agent graph's stamp (``file_system.read_file``) failed the whole replay with a ValidationError."""
+    from replay.replayer import _older_slim_tolerant
+
+    def strict(data: dict) -> dict:  # what slim 2.57's validation does with a kind it has not got
+        if any(p.get("tool_kind") not in (None, "tool-search", "capability-load") for p in data["parts"]):
+            raise ValueError("tool_kind: Input should be 'tool-search' or 'capability-load'")
+        return data
+
+    answer = {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "read_file", "tool_kind": "file_system.read_file"},
+                                            {"part_kind": "tool-call", "tool_name": "search", "tool_kind": "tool-search"}]}
+    served = _older_slim_tolerant(strict, answer)
+    assert served["parts"] == [{"part_kind": "tool-call", "tool_name": "read_file"},
+                               {"part_kind": "tool-call", "tool_name": "search", "tool_kind": "tool-search"}]
+    assert _older_slim_tolerant(lambda d: d, answer) is answer  # accepted as recorded: untouched
+
+
+    def broken(data: dict) -> dict:
+        raise ValueError("another problem")
+
+    with pytest.raises(ValueError, match="another problem"):  # nothing to strip: the error stands
+        _older_slim_tolerant(broken, {"kind": "response", "parts": [{"part_kind": "text", "content": "x"}]})
