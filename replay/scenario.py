@@ -307,9 +307,10 @@ def _decorator_id(node: ast.expr, stem: str, name: str) -> str | None | bool:
     )
     if not is_scenario:
         return False
-    if not isinstance(node, ast.Call) or (not node.args and not node.keywords):
+    # the id is the one positional argument; keywords (on_exhausted=, expect_error=) never change it
+    if not isinstance(node, ast.Call) or not node.args:
         return f"{stem}/{name}"
-    if len(node.args) == 1 and not node.keywords:
+    if len(node.args) == 1:
         arg = node.args[0]
         if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
             return arg.value

@@ -65,6 +65,12 @@ def test_ids_are_read_without_importing(tmp_path: Path) -> None:
     nonliteral = _write(tmp_path, "nl.py", "from replay import scenario\nID = 'x/y'\n@scenario(ID)\nasync def f(run): ...\n")
     assert declared_ids(nonliteral) is None
     assert declared_ids(_write(tmp_path, "bad.py", "def (:\n")) is None
+    # keywords do not change the id: a README form, `@scenario("g/x", on_exhausted="fake")`, made the file
+    # unreadable without importing it, and its failing import an error for every scenario of the matrix column
+    keyed = _write(tmp_path, "kw.py", "import gone_in_this_version\nfrom replay import scenario\n\n"
+                   "@scenario('g/x', on_exhausted='fake')\nasync def x(run): ...\n\n"
+                   "@scenario(expect_error='ValueError')\nasync def y(run): ...\n")
+    assert declared_ids(keyed) == ["g/x", "kw/y"]
 
 
 def test_an_id_imports_only_the_file_that_declares_it(tmp_path: Path) -> None:
