@@ -306,7 +306,14 @@ class CassetteSource:
         rec = self._next(call, exchange)
         if rec is None:
             return await call.call_original()
+        return await self._serve(rec)
+
+    async def _serve(self, rec: Exchange) -> Any:
+        """The recorded answer in its turn; a call the recording saw cancelled is held until it is cancelled again."""
         await self._wait_turn(rec)
+        if _was_cancelled(rec):
+            self._release(rec)
+            await _until_cancelled(rec)
         try:
             return self._response(rec)
         finally:
@@ -361,9 +368,30 @@ def _validate(cls: type, data: Any) -> Any:
     return TypeAdapter(cls).validate_python(data)
 
 
+CANCEL_WAIT = 5.0
+"""Seconds a call the recording saw cancelled is held for the replay to cancel it too."""
+
+
+def _was_cancelled(rec: Exchange) -> bool:
+    return rec.error is not None and rec.error.type in ("asyncio.exceptions.CancelledError", "asyncio.CancelledError")
+
+
+async def _until_cancelled(rec: Exchange) -> None:
+    """Wait as the cancelled call did, so the harness cancels it again (a guardrail that blocked the prompt
+    while the main model was still answering). Raised at once, the cancellation was an error the harness
+    saw before its guard's verdict: ``changed`` on the recording's own version, a crash on older ones."""
+    await asyncio.sleep(CANCEL_WAIT)
+    raise ReplayedModelError(
+        f"{rec.role}[{rec.index}] was cancelled in the recording; this version left it running for {CANCEL_WAIT:.0f} s"
+    )
+
+
 @asynccontextmanager
 async def _served_stream(source: CassetteSource, rec: Exchange, call: Call) -> AsyncIterator[Any]:
     await source._wait_turn(rec)
+    if _was_cancelled(rec):
+        source._release(rec)
+        await _until_cancelled(rec)
     try:
         response = source._response(rec)
     finally:

@@ -75,11 +75,7 @@ class WireSource(CassetteSource):
         if rec is None:
             return await call.call_original()
         if not rec.wire:
-            await self._wait_turn(rec)
-            try:
-                return self._response(rec)
-            finally:
-                self._release(rec)
+            return await self._serve(rec)
         await self._wait_turn(rec)
         slot = self._arm(rec)
         try:

@@ -174,7 +174,7 @@ def test_every_trust_scenario_replays_same_on_the_installed_version_three_times(
     for _ in range(3):
         r = cli("run", FIXTURES / "scenarios" / "trust.py", "--cassettes", FIXTURES / "harness-0.62.0", "--format", "json")
         statuses = {sid: cell["status"] for sid, cell in json.loads(r.out)["scenarios"].items()}
-        assert len(statuses) == 19 and set(statuses.values()) == {"same"}, statuses
+        assert len(statuses) == 20 and set(statuses.values()) == {"same"}, statuses
 
 
 def test_what_the_model_is_never_sent_is_not_a_change(cli) -> None:
@@ -362,3 +362,16 @@ def test_the_workspace_a_run_worked_in_is_not_a_change(cli) -> None:
     for v in VERSIONS:
         doc = _diff_json(cli, FIXTURES / f"harness-{v}/trust/workspace.cassette", FIXTURES / "harness-0.62.0/trust/workspace.cassette")
         assert "workspace_ref" not in json.dumps(doc["requests"]), v
+
+
+def test_a_call_the_harness_cancelled_is_cancelled_again_on_replay(cli) -> None:
+    """A parallel InputGuardrail blocks a prompt while the main model is answering; the harness cancels that
+    call (recorded as a CancelledError). Replayed, it was raised at once: `changed` on the version itself."""
+    recorded = load(FIXTURES / "harness-0.62.0/trust/guardrail_cancel.cassette")
+    assert [ex.error.type for ex in recorded.exchanges if ex.error] == ["asyncio.exceptions.CancelledError"]
+    for _ in range(2):
+        r = cli("run", FIXTURES / "scenarios" / "trust.py", "--cassettes", FIXTURES / "harness-0.62.0", "--format", "json")
+        assert json.loads(r.out)["scenarios"]["trust/guardrail_cancel"]["status"] == "same"
+    for v in VERSIONS:  # and every version's recording agrees with 0.62's
+        assert not _diff_json(cli, FIXTURES / f"harness-{v}/trust/guardrail_cancel.cassette",
+                              FIXTURES / "harness-0.62.0/trust/guardrail_cancel.cassette")["changed"], v
