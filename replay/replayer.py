@@ -150,6 +150,9 @@ class CassetteSource:
         self._keys: dict[str, str] = {}
         self.queues: dict[str, deque[Exchange]] = {self._key(r): deque(xs) for r, xs in recorded.by_role().items()}
         self._held = {k: len(q) for k, q in self.queues.items()}
+        self._several_models = {k for k, q in self.queues.items() if len({ex.model_name for ex in q}) > 1}
+        """Roles two capability instances share (two TrajectoryJudges, two LLMReminders: one module, one role)
+        with a model each: a call is answered from its own model's recording, not the role's next one."""
         self.last: dict[str, Exchange] = {}
         self.divergences: list[Divergence] = []
         # Answers are handed out at their recorded point (Exchange.done / .after): `_released`
@@ -272,7 +275,7 @@ class CassetteSource:
             if rec is not None:
                 self._taken.add(id(rec))
         elif queue:
-            rec = queue.popleft()
+            rec = self._of_its_model(role, queue, call)
         if rec is not None:
             self.last[role] = rec
             if rec.kind != call.kind and {rec.kind, call.kind} != {"request", "request_stream"}:
@@ -290,6 +293,17 @@ class CassetteSource:
             return None
         self.divergences.append(Divergence(call.role, exchange.index, "exhausted", detail))
         raise ReplayExhausted(f"harness-replay: {detail} (--on-exhausted={self.on_exhausted})")
+
+    def _of_its_model(self, role: str, queue: deque[Exchange], call: Call) -> Exchange:
+        """The role's next recorded call, or, for a role several models share, the next one of this call's model:
+        by ordinal alone, a version calling two judges in another order got each other's verdicts."""
+        if role in self._several_models:
+            name = getattr(call.model, "model_name", None)
+            for k, rec in enumerate(queue):
+                if rec.model_name == name:
+                    del queue[k]
+                    return rec
+        return queue.popleft()
 
     def _response(self, rec: Exchange) -> Any:
         if rec.error is not None:

@@ -364,3 +364,21 @@ def test_an_answer_an_older_slim_rejects_for_a_stamp_is_served_without_it() -> N
 
     with pytest.raises(ValueError, match="another problem"):  # nothing to strip: the error stands
         _older_slim_tolerant(broken, {"kind": "response", "parts": [{"part_kind": "text", "content": "x"}]})
+
+
+def test_two_instances_sharing_a_role_each_get_their_own_models_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two TrajectoryJudges (one module: one role), each with its own model: a version that calls them in the
+    other order was served by ordinal, so the "evidence" judge got "scope"'s steer — behaviour that never happens."""
+    order = ["scope", "evidence"]
+
+    async def scenario(run: Run) -> list[str]:
+        judges = {name: Agent(FunctionModel(lambda m, i, n=name: ModelResponse(parts=[TextPart(f"verdict of {n}")]),
+                                            model_name=f"{name}-model"), name="judge") for name in ("scope", "evidence")}
+        return [f"{name}: {(await judges[name].run('look')).output}" for name in order]
+
+    sc = make(scenario, "unit/two_judges")
+    recorded = record(sc)
+    assert recorded.outcome.output == ["scope: verdict of scope", "evidence: verdict of evidence"]
+    order.reverse()  # another version calls them the other way round
+    result = replay(sc, recorded)
+    assert result.result.outcome.output == ["evidence: verdict of evidence", "scope: verdict of scope"]
