@@ -98,6 +98,9 @@ class Aliases:
     ids: dict[str, str] = field(default_factory=dict)
     uuids: dict[str, str] = field(default_factory=dict)
     secrets: dict[str, str] = field(default_factory=dict)
+    workspaces: tuple[str, ...] = ()
+    """Absolute roots of the workspaces the cassette's runs worked in (``ModelResponse.workspace_ref``): a
+    tool quoting one ("outside the project root /tmp/ws-9djk8cbp") names a new temp dir in every run."""
     used: int = 0
     """How many values were aliased so far: a value normalised without any is a function of its
     content alone, whatever came before it in the cassette (``replay._facts`` shares those)."""
@@ -119,6 +122,10 @@ class Aliases:
     def text(self, value: str) -> str:
         if "<secret:" in value:
             value = SECRET_PLACEHOLDER.sub(self._secret, value)
+        for k, root in enumerate(self.workspaces):
+            if root in value:
+                self.used += 1
+                value = value.replace(root, f"<workspace#{k + 1}>")
         if value.count("-") < 4 or not _UUID_MIDDLE.search(value) or not _UUID.search(value):
             return value
 
@@ -141,10 +148,11 @@ def _empty(value: Any) -> bool:
 class Normaliser:
     """Normalises the values of one cassette (one instance per cassette: aliases are per cassette)."""
 
-    def __init__(self, rules: Rules = Rules(), schema: Schema = EMPTY) -> None:
+    def __init__(self, rules: Rules = Rules(), schema: Schema = EMPTY, workspaces: tuple[str, ...] = ()) -> None:
         self.rules = rules
         self._ignore_keys = rules.keys
-        self.aliases = Aliases()
+        self.aliases = Aliases(workspaces=workspaces)
+        self._rooted = bool(workspaces)
         self.schema = schema
         self._dropped: dict[str, bool] = {}
 
@@ -156,7 +164,8 @@ class Normaliser:
         if t is list:
             return [self.value(item, kind) for item in value]
         if t is str:
-            return self.aliases.text(value) if "-" in value or "<secret:" in value else value
+            return self.aliases.text(value) if "-" in value or "<secret:" in value or (
+                self._rooted and "/" in value) else value
         if isinstance(value, dict):
             return self._dict(value, kind)
         if isinstance(value, list):
@@ -195,7 +204,8 @@ class Normaliser:
                     continue
                 if defaults and defaults.get(key) == item:
                     continue
-                out[key] = self.aliases.text(item) if "-" in item or "<secret:" in item else item
+                out[key] = self.aliases.text(item) if "-" in item or "<secret:" in item or (
+                    self._rooted and "/" in item) else item
                 continue
             if t is int or t is float or t is bool:
                 if item == 0 and t is not bool and not (defaults and key in defaults):
@@ -338,6 +348,17 @@ class NormalCassette:
         }
 
 
+def workspace_roots(cassette: Cassette) -> tuple[str, ...]:
+    """The absolute paths of the workspaces the cassette's runs worked in, longest first (a root inside another)."""
+    roots: dict[str, None] = {}
+    for m in cassette.messages:
+        ref = m.get("workspace_ref") if type(m) is dict else None
+        root = ref.get("id") if type(ref) is dict else None
+        if isinstance(root, str) and len(root) > 1 and root.startswith("/"):
+            roots.setdefault(root.rstrip("/"), None)
+    return tuple(sorted(roots, key=len, reverse=True))
+
+
 def nan_as_text(value: Any) -> Any:
     """``value`` with every float NaN as the text ``"NaN"``: NaN is unequal to itself, so an observation
     of one made a cassette differ from itself (``score: NaN → NaN``) and its expectation fail forever."""
@@ -372,7 +393,7 @@ def normalise(
 
 
 def _normalise(cassette: Cassette, rules: Rules, schema: Schema | None, conversations: Collection[str] | None) -> NormalCassette:
-    n = Normaliser(rules, schema if schema is not None else schema_for(cassette))
+    n = Normaliser(rules, schema if schema is not None else schema_for(cassette), workspace_roots(cassette))
     exchanges: list[Exchange] = cassette.exchanges
     order = None
     if conversations is None or conversations:

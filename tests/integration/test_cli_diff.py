@@ -362,6 +362,9 @@ def test_the_workspace_a_run_worked_in_is_not_a_change(cli) -> None:
     for v in VERSIONS:
         doc = _diff_json(cli, FIXTURES / f"harness-{v}/trust/workspace.cassette", FIXTURES / "harness-0.62.0/trust/workspace.cassette")
         assert "workspace_ref" not in json.dumps(doc["requests"]), v
+        assert "replay-trust-ws-" not in json.dumps(doc["requests"]), v  # the root a tool quoted: <workspace#1> on both sides
+    quoted = [m for m in load(FIXTURES / "harness-0.62.0/trust/workspace.cassette").messages if "replay-trust-ws-" in json.dumps(m.get("parts"))]
+    assert quoted  # the refusal of ../outside.txt names the root in what the model is sent
 
 
 def test_a_call_the_harness_cancelled_is_cancelled_again_on_replay(cli) -> None:
