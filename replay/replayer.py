@@ -570,5 +570,8 @@ WARNING_KINDS = frozenset({"order", "unguarded"})
 def guard_divergences(guard: Any) -> list[Divergence]:
     """What the network guard saw: each refused attempt (a change, even if swallowed), each unguarded program."""
     out = [Divergence("network", i, "network", f"blocked connection to {t}") for i, t in enumerate(guard.blocked)]
-    out += [Divergence("network", i, "unguarded", f"started {p}") for i, p in enumerate(guard.unguarded)]
+    programs = [p.split(" (", 1)[0] for p in guard.unguarded]
+    if programs:  # one line: a LocalWorkspace starts readlink, sh and mv in every run, three warnings a cell
+        out.append(Divergence("network", 0, "unguarded", f"started {', '.join(dict.fromkeys(programs))} (not Python "
+                              f"interpreter{'s' * (len(programs) > 1)}: their network access is not guarded)"))
     return out

@@ -349,3 +349,17 @@ def test_the_standard_librarys_processor_lookup_is_not_reported() -> None:
         assert guard.unguarded == []
         subprocess.run(["uname", "-a"], check=False, capture_output=True)  # anything else is still reported
         assert guard.unguarded == ["uname (not a Python interpreter; its network access is not guarded)"]
+
+
+def test_programs_a_replay_started_are_one_warning() -> None:
+    """A LocalWorkspace starts readlink, sh and mv in every run: three warnings in every matrix cell."""
+    import subprocess
+
+    from replay.replayer import guard_divergences
+
+    with network_guard(SCENARIO) as guard:
+        for cmd in (["readlink", "/"], ["true"], ["readlink", "/tmp"]):
+            subprocess.run(cmd, check=False, capture_output=True)
+    (warning,) = guard_divergences(guard)
+    assert warning.kind == "unguarded"
+    assert warning.detail == "started readlink, true (not Python interpreters: their network access is not guarded)"
