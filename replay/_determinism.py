@@ -389,11 +389,14 @@ def _targets(scenarios: Sequence[Scenario], scenarios_dir: Path) -> list[str]:
 
 
 def check(
-    scenarios: Sequence[Scenario], runs: int, scenarios_dir: Path, cwd: Path | None = None
+    scenarios: Sequence[Scenario], runs: int, scenarios_dir: Path, cwd: Path | None = None, committed: Path | None = None
 ) -> list[DeterminismResult]:
     """Record the scenarios ``runs`` times in fresh processes (in parallel) and compare each one.
 
-    Recordings go to a temporary directory, never into the project's cassettes.
+    Recordings go to a temporary directory, never into the project's cassettes. ``committed``: the
+    project's cassettes, which recordings that agree with each other must also match when made on the
+    same harness and pydantic-ai (a scenario keeping state in a fixed folder sees the same leftovers in
+    every probe, and only the cassette recorded before them tells).
     """
     if runs < 2:
         raise ReplayError("--check-determinism needs at least 2 recordings to compare")
@@ -407,4 +410,28 @@ def check(
             if proc.returncode != 0:
                 last = (err.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
                 raise ReplayError(f"determinism check: recording {i} failed: {last}")
-        return [_compare(sc.id, dirs) for sc in scenarios]
+        results = [_compare(sc.id, dirs) for sc in scenarios]
+        if committed is not None:
+            results = [_against_committed(r, dirs[0], committed) if r.identical else r for r in results]
+        return results
+
+
+def _against_committed(result: DeterminismResult, fresh_dir: Path, committed: Path) -> DeterminismResult:
+    from .cassette import cassette_path, load
+    from .errors import CassetteError
+
+    fresh, kept = cassette_path(fresh_dir, result.scenario_id), cassette_path(committed, result.scenario_id)
+    if not kept.is_file():
+        return result
+    try:
+        a, b = load(kept), load(fresh)
+    except CassetteError:
+        return result
+    if (a.header.harness_version, a.header.slim_version) != (b.header.harness_version, b.header.slim_version):
+        return result  # another version's recording: a difference may be the harness's
+    if normalised_bytes(kept) == normalised_bytes(fresh):
+        return result
+    where = describe_difference(a, b).replace("recording 2", "the recordings")
+    return DeterminismResult(result.scenario_id, result.runs, False,
+                             f"the recordings agree with each other but not with {kept}, recorded on this same version "
+                             f"(state an earlier run left behind, or an edit since?): {where}")

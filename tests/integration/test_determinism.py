@@ -242,9 +242,44 @@ def test_check_determinism_speaks_json_and_escapes_text(cli: Callable[..., Any],
     (project / "scenarios" / "ids.py").write_text(SCENARIOS)
     found = [_determinism.DeterminismResult("ids/uuid_prompt", 2, True),
              _determinism.DeterminismResult("ids/random_prompt", 2, False, "main[0] differs at x: a\x1b[2J → b")]
-    monkeypatch.setattr(_determinism, "check", lambda scenarios, n, where: found)
+    monkeypatch.setattr(_determinism, "check", lambda scenarios, n, where, committed=None: found)
     r = cli("record", "--check-determinism", "2", "--format", "json")
     assert r.code == 1 and json.loads(r.out)["ids/random_prompt"] == {
         "identical": False, "recordings": 2, "detail": "main[0] differs at x: a\x1b[2J → b"}
     text = cli("record", "--check-determinism", "2").out
     assert "\x1b" not in text and "DIFFERENT ids/random_prompt" in text
+
+
+LEFTOVER = '''
+from pathlib import Path
+
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, TextPart
+from pydantic_ai.models.function import FunctionModel
+
+from replay import Run, scenario
+
+
+@scenario("state/memory")
+async def memory(run: Run) -> str:
+    marker = Path("notes") / "seen.txt"  # a fixed folder, as a real project keeps its agent's memory
+    first = not marker.exists()
+    marker.parent.mkdir(exist_ok=True)
+    marker.write_text("seen")
+    agent = Agent(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("ok")])))
+    return (await agent.run("first visit" if first else "welcome back")).output
+'''
+
+
+@pytest.mark.slow
+def test_check_determinism_compares_with_the_committed_cassette(project: Path) -> None:
+    """A scenario keeping state in a fixed folder: every probe sees what the recording left, so the probes agree
+    with each other and the check said `identical` while every replay read `changed`."""
+    (project / "scenarios" / "state.py").write_text(LEFTOVER)
+    run = lambda *a: subprocess.run([sys.executable, "-m", "replay", *a], cwd=project, capture_output=True, text=True, timeout=120)  # noqa: E731
+    assert run("record", "state/memory").returncode == 0
+    proc = run("record", "--check-determinism", "2", "state/memory")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("DIFFERENT state/memory")]
+    assert "the recordings agree with each other but not with cassettes/state/memory.cassette" in line, line
+    assert "first visit" in line and "welcome back" in line
