@@ -1,8 +1,10 @@
 """Judge `replay run --format json` on the lowest pydantic-ai-harness pyproject allows (make test-floors).
 
 Every bundled cassette must replay there without an error, except scenarios that import a
-capability the lowest harness has not got yet (a ported harness test of a newer module): those
-cannot exist on that version, which is no fault of the tool's floor.
+capability the lowest harness has not got yet (a ported harness test of a newer module, or a
+newer name imported inside the scenario: an error cell since a scenario that stops before its
+first model request is no verdict): those cannot exist on that version, which is no fault of
+the tool's floor.
 """
 
 from __future__ import annotations
@@ -11,7 +13,10 @@ import json
 import re
 import sys
 
-NEWER_CAPABILITY = re.compile(r"No module named 'pydantic_ai_harness\.\w+'")
+NEWER_CAPABILITY = re.compile(
+    r"No module named 'pydantic_ai_harness\.\w+'"  # a scenario file importing a newer module
+    r"|ImportError: cannot import name '\w+' from 'pydantic_ai_harness"  # or, inside its function, a newer name
+)
 
 
 def main(path: str) -> int:
