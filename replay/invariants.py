@@ -1250,7 +1250,7 @@ def _structured(c: Cassette, e: Exchange) -> bool:
     """Whether a compaction call answered with a tool call and no text: a structured output, not a summary."""
     response = c.messages[e.response] if e.response is not None and 0 <= e.response < len(c.messages) else None
     parts = _parts(response) if isinstance(response, dict) else []
-    kinds = {p.get("part_kind") for p in parts if isinstance(p, dict)}
+    kinds = [p.get("part_kind") for p in parts if isinstance(p, dict)]  # a list: a hostile kind may be unhashable
     return "tool-call" in kinds and "text" not in kinds
 
 

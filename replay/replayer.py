@@ -368,7 +368,7 @@ def _without_part_kinds(value: Any) -> Any:
 
     if type(value) is dict:
         out = {k: _without_part_kinds(v) for k, v in value.items()
-               if not (k == "tool_kind" and v is not None and v not in _CORE_PART_KINDS)}
+               if not (k == "tool_kind" and v is not None and not (type(v) is str and v in _CORE_PART_KINDS))}
         return value if out == value else out
     if type(value) is list:
         items = [_without_part_kinds(v) for v in value]

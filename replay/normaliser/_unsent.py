@@ -57,7 +57,8 @@ def sent_part(part: Any) -> Any:
     out = part
     if "metadata" in part:
         out = _without(part, _META)
-    if part.get("tool_kind") is not None and part["tool_kind"] not in _CORE_PART_KINDS:
+    kind = part.get("tool_kind")
+    if kind is not None and not (type(kind) is str and kind in _CORE_PART_KINDS):  # any type: cassettes are untrusted
         out = _without(out, ("tool_kind",))
     kind = part.get("part_kind")
     if kind == "user-prompt":
@@ -115,6 +116,6 @@ def sent_parameters(parameters: Any) -> Any:
 def _sent_tool(tool: dict[str, Any], drop: tuple[str, ...]) -> dict[str, Any]:
     out = _without(tool, drop)
     kind = tool.get("tool_kind")
-    if kind in _SENT_TOOL_KINDS:
+    if type(kind) is str and kind in _SENT_TOOL_KINDS:
         out["tool_kind"] = kind
     return out

@@ -273,3 +273,18 @@ def test_stamps_the_agent_graph_adds_after_the_request_are_not_sent() -> None:
         {"part_kind": "tool-call", "tool_name": "read_tool_result", "args": {}},
         {"part_kind": "tool-call", "tool_name": "search_tools", "args": {}, "tool_kind": "tool-search"},
     ]}
+
+
+def test_a_hostile_tool_kind_of_any_type_is_dropped_not_a_crash() -> None:
+    """`make reliability` put a list and a dict where a kind is text: set membership raised TypeError
+    (`show --normalized`, `diff` and `run` tracebacks)."""
+    from replay.normaliser._unsent import sent_message, sent_parameters
+    from replay.replayer import _without_part_kinds
+
+    for kind in ([1], {"a": 1}, 3, "tool-search"):
+        part = {"part_kind": "tool-call", "tool_name": "t", "tool_kind": kind}
+        sent = sent_message({"kind": "response", "parts": [part]})["parts"][0]
+        assert ("tool_kind" in sent) == (kind == "tool-search")
+        params = sent_parameters({"function_tools": [{"name": "t", "tool_kind": kind}]})
+        assert ("tool_kind" in params["function_tools"][0]) == (kind == "tool-search")
+        assert ("tool_kind" in _without_part_kinds(part)) == (kind == "tool-search")
