@@ -364,11 +364,10 @@ def _older_slim_tolerant(build: Any, data: Any) -> Any:
 
 
 def _without_part_kinds(value: Any) -> Any:
-    from .normaliser._unsent import _CORE_PART_KINDS
+    from .normaliser._unsent import core_kind
 
     if type(value) is dict:
-        out = {k: _without_part_kinds(v) for k, v in value.items()
-               if not (k == "tool_kind" and v is not None and not (type(v) is str and v in _CORE_PART_KINDS))}
+        out = {k: _without_part_kinds(v) for k, v in value.items() if not (k == "tool_kind" and v is not None and not core_kind(v))}
         return value if out == value else out
     if type(value) is list:
         items = [_without_part_kinds(v) for v in value]

@@ -15,13 +15,13 @@ A verdict compares what the model is sent. pydantic-ai documents these as never 
   came from, and the typed-part bookkeeping pydantic-ai resolves before the request ("the tool left
   out is neither sent to the model nor callable"); the provider mappings send a tool's name,
   description, schema and strictness. Harness 0.60 stamped ``ToolOutputLimits``' reader tool with
-  both kinds, which made every request of every older recording ``changed``. The one kind a
-  mapping reads (OpenAI's ``tool-search``, which decides where the tool goes) is kept.
-
+  both kinds, which made every request of every older recording ``changed``. pydantic-ai's own
+  kinds (:data:`CORE_KINDS`: OpenAI's mapping reads ``tool-search`` to decide where the tool goes)
+  are kept, on definitions and parts alike.
 * a response's ``workspace_ref`` ("Not sent to the model"): the workspace a run worked in, an absolute
   path that is a new temp directory in every run of a scenario using ``LocalWorkspace``.
-* a tool call's or return's ``tool_kind`` other than a core kind (``tool-search``, ``capability-load``):
-  the agent graph stamps it on after the request from the tool definition's kind (above).
+* a tool call's or return's ``tool_kind`` other than a core kind: the agent graph stamps it on after
+  the request from the tool definition's kind (above).
 
 They are removed by position (message, part, content item, tool definition, instruction part),
 never by key name alone, so a tool argument or a JSON-schema property called ``metadata`` or
@@ -41,13 +41,15 @@ def _without(value: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 _META = ("metadata",)
 _MESSAGE = ("metadata", "workspace_ref")
 _TOOL = ("metadata", "capability_id", "toolset_id", "unless_tool_kind", "tool_kind")
-_SENT_TOOL_KINDS = frozenset({"tool-search"})
-"""``tool_kind`` values a provider mapping reads (``models/openai.py``: a client-side tool search)."""
 _INSTRUCTION = ("id",)
 
+CORE_KINDS = frozenset({"tool-search", "capability-load"})
+"""``tool_kind`` values pydantic-ai itself defines and maps (typed parts; a client-side tool search in
+``models/openai.py``); any other kind is a capability's label."""
 
-_CORE_PART_KINDS = frozenset({"tool-search", "capability-load"})
-"""``tool_kind`` values that select a typed part class pydantic-ai itself maps (the others are a capability's label)."""
+
+def core_kind(kind: Any) -> bool:
+    return type(kind) is str and kind in CORE_KINDS  # any type: a cassette is untrusted input
 
 
 def sent_part(part: Any) -> Any:
@@ -57,8 +59,7 @@ def sent_part(part: Any) -> Any:
     out = part
     if "metadata" in part:
         out = _without(part, _META)
-    kind = part.get("tool_kind")
-    if kind is not None and not (type(kind) is str and kind in _CORE_PART_KINDS):  # any type: cassettes are untrusted
+    if part.get("tool_kind") is not None and not core_kind(part["tool_kind"]):
         out = _without(out, ("tool_kind",))
     kind = part.get("part_kind")
     if kind == "user-prompt":
@@ -115,7 +116,6 @@ def sent_parameters(parameters: Any) -> Any:
 
 def _sent_tool(tool: dict[str, Any], drop: tuple[str, ...]) -> dict[str, Any]:
     out = _without(tool, drop)
-    kind = tool.get("tool_kind")
-    if type(kind) is str and kind in _SENT_TOOL_KINDS:
-        out["tool_kind"] = kind
+    if core_kind(tool.get("tool_kind")):
+        out["tool_kind"] = tool["tool_kind"]
     return out
