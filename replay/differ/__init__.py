@@ -238,7 +238,7 @@ class _Differ:
     def __init__(self) -> None:
         self._messages: dict[tuple[bytes, bytes], Pair] = {}
         self._rest: dict[tuple[bytes, bytes], list[Change]] = {}
-        self._words = Memo()
+        self._memo = Memo()
         self._alignments: dict[bytes, list[Any]] = {}
         """Pairings per (history A, history B): a request that re-sends what an earlier one sent on both sides
         is aligned once (the common case: only the newest messages differ from request to request)."""
@@ -246,7 +246,7 @@ class _Differ:
     @property
     def bounded(self) -> bool:
         """Whether the alignment work bound was reached (``Memo``): some pairs were not searched for."""
-        return self._words.exhausted
+        return self._memo.exhausted
 
     def message_pair(self, a: dict[str, Any], b: dict[str, Any], key: tuple[bytes, bytes]) -> Pair:
         found = self._messages.get(key)
@@ -260,7 +260,7 @@ class _Differ:
             return [], _changes("", a, b)
         changes = _changes("", {k: v for k, v in a.items() if k != "parts"}, {k: v for k, v in b.items() if k != "parts"})
         entries: list[Entry] = []
-        for p in align(pa, pb, [digest(x) for x in pa], [digest(x) for x in pb], self._words):
+        for p in align(pa, pb, [digest(x) for x in pa], [digest(x) for x in pb], self._memo):
             where = "parts" + _index(p.a, p.b)
             if p.kind == "changed":
                 assert p.a is not None and p.b is not None
@@ -279,7 +279,7 @@ class _Differ:
         history = hashlib.blake2b(b"".join(ka) + b"|" + b"".join(kb), digest_size=16).digest()
         pairings = self._alignments.get(history)
         if pairings is None:
-            pairings = self._alignments[history] = align(ma, mb, ka, kb, self._words)
+            pairings = self._alignments[history] = align(ma, mb, ka, kb, self._memo)
         for p in pairings:
             where = "messages" + _index(p.a, p.b)
             if p.kind == "changed":

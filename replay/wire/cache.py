@@ -383,8 +383,9 @@ def broken_prefixes(c: Cassette, costs: Iterable[RequestCost] | None = None) -> 
     out (a reminder or plan behind a cache point) was never going to be re-sent: the prefix
     up to it still matches. Any other edit is what turns cached input into full-price input,
     the previous request's last message included: ``ClearToolResults`` up to 0.57 blanked
-    exactly that tool return on every request, which passed as a left-out reminder. Only the scenario's own agents carry a conversation from request to request; a
-    capability's agent (summarizer, judge) starts afresh on every call.
+    exactly that tool return on every request, which passed as a left-out reminder. Only the
+    scenario's own agents carry a conversation from request to request; a capability's agent
+    (summarizer, judge) starts afresh on every call.
     """
     by_key = {(x.role, x.index): x for x in c.exchanges}
     user_roles = c.user_roles()
