@@ -83,9 +83,23 @@ def dumps_json(value: Any, **kwargs: Any) -> str:
     """
     kwargs.setdefault("ensure_ascii", False)
     kwargs.setdefault("default", str)
-    text = json.dumps(value, **kwargs)
+    try:
+        text = json.dumps(value, allow_nan=False, **kwargs)
+    except ValueError:  # NaN or infinity (an observation): strict JSON has none, `jq` refuses bare NaN
+        text = json.dumps(_finite(value), **kwargs)
     unsafe = _unsafe_in_json()
     return unsafe.sub(_json_char, text) if unsafe.search(text) else text
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN or infinite float as its text (``"NaN"``, ``"Infinity"``, ``"-Infinity"``)."""
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return "NaN" if value != value else "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def json_chunks(value: Any, **kwargs: Any) -> Iterator[str]:

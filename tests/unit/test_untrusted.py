@@ -95,3 +95,15 @@ def test_cassette_path_refuses_unsafe_ids(tmp_path: Path) -> None:
     for bad in ("../x", "/tmp/x", "a/../../x", "a\x00b"):
         with pytest.raises(ReplayUsageError):
             cassette_path(tmp_path, bad)
+
+
+def test_json_output_is_strict_json_even_with_nan() -> None:
+    """An observation of NaN printed bare ``NaN``, which a strict parser (jq, JSON.parse) refuses."""
+    import json as std
+
+    from replay._untrusted import dumps_json
+
+    text = dumps_json({"score": float("nan"), "xs": [float("inf"), -float("inf"), 1.5], "ok": "NaN in text"})
+    assert std.loads(text, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c))) == {
+        "score": "NaN", "xs": ["Infinity", "-Infinity", 1.5], "ok": "NaN in text"}
+    assert dumps_json({"a": 1.0}) == '{"a": 1.0}'  # the common case: unchanged
