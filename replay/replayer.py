@@ -401,14 +401,7 @@ async def _until_cancelled(rec: Exchange) -> None:
 
 @asynccontextmanager
 async def _served_stream(source: CassetteSource, rec: Exchange, call: Call) -> AsyncIterator[Any]:
-    await source._wait_turn(rec)
-    if _was_cancelled(rec):
-        source._release(rec)
-        await _until_cancelled(rec)
-    try:
-        response = source._response(rec)
-    finally:
-        source._release(rec)
+    response = await source._serve(rec)
     params = call.args[2] if len(call.args) > 2 else call.kwargs.get("model_request_parameters")
     if rec.events is not None:
         event_adapter = adapters()[1]
@@ -569,8 +562,8 @@ WARNING_KINDS = frozenset({"order", "unguarded"})
 def guard_divergences(guard: Any) -> list[Divergence]:
     """What the network guard saw: each refused attempt (a change, even if swallowed), each unguarded program."""
     out = [Divergence("network", i, "network", f"blocked connection to {t}") for i, t in enumerate(guard.blocked)]
-    programs = [p.split(" (", 1)[0] for p in guard.unguarded]
+    programs = list(dict.fromkeys(p.split(" (", 1)[0] for p in guard.unguarded))
     if programs:  # one line: a LocalWorkspace starts readlink, sh and mv in every run, three warnings a cell
-        out.append(Divergence("network", 0, "unguarded", f"started {', '.join(dict.fromkeys(programs))} (not Python "
+        out.append(Divergence("network", 0, "unguarded", f"started {', '.join(programs)} (not Python "
                               f"interpreter{'s' * (len(programs) > 1)}: their network access is not guarded)"))
     return out
