@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
-import functools
 import gc
 import re
 from bisect import bisect_left
@@ -40,7 +39,7 @@ from .errors import ReplayError, ReplayUsageError
 from .histories import ORIGIN as OBSERVED
 from .histories import as_requests
 from .normaliser import Normaliser, digest, nan_as_text, paused_gc
-from .recorder import estimate, load_messages
+from .recorder import _static_header, estimate, load_messages
 
 Message = dict[str, Any]
 Status = Literal["new", "worse", "unchanged", "better", "gone"]
@@ -372,15 +371,19 @@ def _parts(message: Message) -> list[dict[str, Any]]:
     return [p for p in parts if isinstance(p, dict)] if isinstance(parts, list) else []
 
 
-def _part_text(part: dict[str, Any]) -> str:
-    """A part's text; kept user copies (0.62) hold a list of ``TextContent`` dicts instead of a string."""
+def _segments(part: dict[str, Any]) -> list[str]:
+    """A part's texts; kept user copies (0.62) hold a list of ``TextContent`` dicts instead of a string."""
     content = part.get("content")
     if isinstance(content, str):
-        return content
+        return [content]
     if isinstance(content, list):
         items = [c if isinstance(c, str) else c.get("content") if isinstance(c, dict) else None for c in content]
-        return " ".join(i for i in items if isinstance(i, str))
-    return ""
+        return [i for i in items if isinstance(i, str)]
+    return []
+
+
+def _part_text(part: dict[str, Any]) -> str:
+    return " ".join(_segments(part))
 
 
 def _harness_data(item: Any) -> bool:
@@ -414,16 +417,7 @@ def _hand_chars(message: Message) -> int:
     """The characters the harness's estimate counts, by hand: each text segment's length, nothing between
     them (``_count_segments``). ``len(_text())`` counted the spaces joining parts, so a history of five
     requests read 5 tokens and the same text merged into one request 6: a growth that never happened."""
-    total = 0
-    for part in _parts(message):
-        content = part.get("content")
-        if isinstance(content, str):
-            total += len(content)
-        elif isinstance(content, list):
-            for item in content:
-                text = item if isinstance(item, str) else item.get("content") if isinstance(item, dict) else None
-                total += len(text) if isinstance(text, str) else 0
-    return total
+    return sum(len(text) for part in _parts(message) for text in _segments(part))
 
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -1104,13 +1098,13 @@ def compaction_grew_request(c: Cassette) -> Iterator[Violation]:
 
 
 def _ruler(c: Cassette, exchanges: list[Exchange], after: list[int]) -> str:
-    """Which estimator gave the figures, when it is not the one the cassette was recorded with.
+    """Which estimator gave the figures, when they are not the ones the cassette recorded.
 
-    Both sides are measured by the installed harness (like for like), so a recording checked
-    under another version reads 889, 888, 890 where it recorded 889, 887, 889: say so, and give
-    the recorded figures a reader will find in the seed report and in ``replay show``.
+    Both sides are measured by the installed harness (like for like); a harness whose estimate
+    counts other segments than the recording's (instructions, thinking) gives other figures for
+    the same request than ``replay show`` and the seed report: say so, with the recorded ones.
     """
-    installed = _harness_version()
+    installed = _static_header()["harness_version"]  # read once per process
     if c.header.harness_version in (None, installed):
         return ""
     recorded = [ex.estimate for ex in exchanges]
@@ -1118,16 +1112,6 @@ def _ruler(c: Cassette, exchanges: list[Exchange], after: list[int]) -> str:
         return ""
     return (f" (estimated by the installed harness {installed}; harness {c.header.harness_version} "
             f"recorded {_labels(r for r in recorded if r is not None)})")
-
-
-@functools.cache
-def _harness_version() -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("pydantic-ai-harness")
-    except PackageNotFoundError:
-        return None
 
 
 def _unfound(ix: _Index, source: list[int], *texts: _Grams) -> list[int]:
