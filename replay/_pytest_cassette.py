@@ -77,6 +77,8 @@ class TestCassette:
     """Captures what the test sends: the new recording, or the replay's result to compare."""
     source: CassetteSource | None = field(init=False, default=None)
     guard: NetworkGuard | None = field(init=False, default=None)
+    refused: list[str] = field(init=False, default_factory=list)
+    """Connections the network guard refused during the replay (their notes), set by :meth:`compare`."""
     real_models: list[str] = field(init=False, default_factory=list)
     """Provider models (not FunctionModel/TestModel) this run called to record: worth saying out loud."""
 
@@ -131,13 +133,18 @@ class TestCassette:
             policy = f"--replay-mode={self.mode} only replays an existing cassette"
         return f"harness-replay: test {self.nodeid} made {where}, but {missing} and {policy}; {self._flag_hint()}"
 
-    def scrubbed_answers(self) -> bool:
-        """Whether a recorded answer holds a scrubbed secret: a test asserting on it sees ``<secret:…>``."""
+    def scrubbed_note(self) -> str | None:
+        """Why a test failing on its own may have: a recorded answer holds a scrubbed secret, and a test
+        asserting on it is given ``<secret:…>`` on replay where the recording saw the value."""
         c = self.recorded
         if c is None or self.action == "record":
-            return False
+            return None
         answers = {ex.response for ex in c.exchanges if ex.response is not None}
-        return any("<secret:" in str(c.messages[i]) for i in answers if 0 <= i < len(c.messages))
+        if not any("<secret:" in str(c.messages[i]) for i in answers if 0 <= i < len(c.messages)):
+            return None
+        return (f"{shown(self.path)} holds answers with scrubbed secrets (<secret:…>): replayed, the test is given "
+                "the placeholder, not the value it saw while recording; exempt a path with [tool.replay] "
+                "scrub-exempt, or assert on something else")
 
     # ----------------------------------------------------------------- verdict
 
@@ -161,6 +168,7 @@ class TestCassette:
         ]
         d.warnings += [dv.describe() for dv in divergences if dv.kind in WARNING_KINDS]
         d.new_violations = new_violations(self.recorded, result)
+        self.refused = [dv.describe() for dv in divergences if dv.kind == "network"]
         return d
 
     def _save_recording(self) -> Status:
@@ -206,7 +214,7 @@ class TestCassette:
         if self.extra_ok:
             d.requests = [r for r in d.requests if r.status != "added"]
         if _changed_besides_additions(d) if self.extra_ok else d.changed:
-            blocked = [n for n in d.notes if n.startswith("network[")]
+            blocked = self.refused
             if blocked and blocked == d.notes and not (d.requests or d.outcome or d.observations or d.new_violations):
                 # no model request changed: the test reached for the network, which a replay refuses
                 return "changed", [

@@ -180,11 +180,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
                 raise pytest.fail.Exception(text, pytrace=False) from None
             elif failure:  # the test failed on its own: keep its error, show what changed beside it
                 item.add_report_section("call", "harness-replay", text)
-            elif error is not None and test.scrubbed_answers():
-                item.add_report_section("call", "harness-replay", (
-                    f"{shown(test.path)} holds answers with scrubbed secrets (<secret:…>): replayed, the test is "
-                    "given the placeholder, not the value it saw while recording; exempt a path with "
-                    "[tool.replay] scrub-exempt, or assert on something else"))
+            elif error is not None and (note := test.scrubbed_note()) is not None:
+                item.add_report_section("call", "harness-replay", note)
 
 
 @pytest.hookimpl(wrapper=True)
