@@ -86,19 +86,21 @@ def dumps_json(value: Any, **kwargs: Any) -> str:
     try:
         text = json.dumps(value, allow_nan=False, **kwargs)
     except ValueError:  # NaN or infinity (an observation): strict JSON has none, `jq` refuses bare NaN
-        text = json.dumps(_finite(value), **kwargs)
+        text = json.dumps(finite(value), **kwargs)
     unsafe = _unsafe_in_json()
     return unsafe.sub(_json_char, text) if unsafe.search(text) else text
 
 
-def _finite(value: Any) -> Any:
-    """``value`` with every NaN or infinite float as its text (``"NaN"``, ``"Infinity"``, ``"-Infinity"``)."""
+def finite(value: Any) -> Any:
+    """``value`` with every NaN or infinite float as its text (``"NaN"``, ``"Infinity"``, ``"-Infinity"``):
+    what strict JSON can hold, and what compares equal to itself (NaN is unequal to itself, so an
+    observation of one made a cassette differ from its own copy and its expectation fail forever)."""
     if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
         return "NaN" if value != value else "Infinity" if value > 0 else "-Infinity"
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: finite(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
+        return [finite(v) for v in value]
     return value
 
 

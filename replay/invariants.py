@@ -33,12 +33,13 @@ from typing import Any, Literal
 
 from . import _facts
 from ._conversations import Predecessors, interleaved_roles, paired_ordinals
+from ._untrusted import finite
 from .cassette import AgentRunRecord, Cassette, Exchange, is_harness_module
 from .differ import message_label
 from .errors import ReplayError, ReplayUsageError
 from .histories import ORIGIN as OBSERVED
 from .histories import as_requests
-from .normaliser import Normaliser, digest, nan_as_text, paused_gc
+from .normaliser import Normaliser, digest, paused_gc
 from .recorder import _static_header, estimate, load_messages
 
 Message = dict[str, Any]
@@ -1368,7 +1369,7 @@ def expectation(c: Cassette) -> Iterator[Violation]:
         observed.setdefault(o.name, []).append(o.value)
     for name, expected in c.expectations.items():
         values = observed.get(name)
-        if values is not None and all(nan_as_text(v) == nan_as_text(expected) for v in values):
+        if values is not None and all(finite(v) == finite(expected) for v in values):
             continue
         seen: Any = None if values is None else values[0] if len(values) == 1 else values
         what = "never observed" if values is None else f"observed {seen!r}"

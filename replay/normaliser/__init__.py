@@ -25,6 +25,7 @@ from typing import Any
 import msgpack
 
 from .._conversations import in_conversations, interleaved_roles, turns_of
+from .._untrusted import finite
 from ..cassette import Cassette, Exchange
 from ..scrub import PLACEHOLDER_RE
 from ._schema import EMPTY, Choice, Schema, compile_schema, installed_schema, merge
@@ -359,19 +360,6 @@ def workspace_roots(cassette: Cassette) -> tuple[str, ...]:
     return tuple(sorted(roots, key=len, reverse=True))
 
 
-def nan_as_text(value: Any) -> Any:
-    """``value`` with every float NaN as the text ``"NaN"``: NaN is unequal to itself, so an observation
-    of one made a cassette differ from itself (``score: NaN → NaN``) and its expectation fail forever."""
-    t = type(value)
-    if t is float:
-        return "NaN" if value != value else value
-    if t is dict:
-        return {k: nan_as_text(v) for k, v in value.items()}
-    if t is list or t is tuple:
-        return [nan_as_text(v) for v in value]
-    return value
-
-
 _COMPARED_HEADER = ("scenario_id", "harness_version", "slim_version", "mode")
 
 
@@ -420,8 +408,8 @@ def _normalise(cassette: Cassette, rules: Rules, schema: Schema | None, conversa
         scenario_id=cassette.header.scenario_id,
         header={k: getattr(cassette.header, k) for k in _COMPARED_HEADER},
         requests=requests,
-        outcome=n.value(nan_as_text(cassette.outcome.model_dump(exclude={"error": {"attributes"}}))) or {"status": "ok"},
-        observations=[{"name": o.name, "value": n.value(nan_as_text(o.value))} for o in cassette.observations],
+        outcome=n.value(finite(cassette.outcome.model_dump(exclude={"error": {"attributes"}}))) or {"status": "ok"},
+        observations=[{"name": o.name, "value": n.value(finite(o.value))} for o in cassette.observations],
         expectations=n.value(cassette.expectations),
         source=cassette,
         messages=messages,
