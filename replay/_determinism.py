@@ -8,7 +8,12 @@ Two parts:
   search results, which the model then quotes back). Those
   differ on every run, so two recordings of an unchanged scenario would differ and a
   replay would never send exactly what was recorded. While a scenario runs, these
-  functions answer from a generator seeded by the scenario id instead.
+  functions answer from a generator seeded by the scenario id instead. The harness's
+  files go to a temporary directory of the run's own (``tempfile.gettempdir()`` asked from a
+  harness module): seeded run ids make every run of a scenario name the same files
+  (``ToolOutputLimits`` spills to ``<tmp>/pyai_harness_overflow-<uid>/<run id>/<call>``), so a
+  shared one let a replay read what another version or a concurrent matrix cell wrote, and
+  left files behind.
 * :func:`check` — ``replay record --check-determinism N``: record every scenario N times
   in fresh processes and compare the normalised cassettes byte for byte.
 """
@@ -22,6 +27,7 @@ import json
 import random
 import re
 import secrets
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -56,6 +62,7 @@ _ORIGINALS: dict[str, Callable[..., Any]] = {
     "token_bytes": secrets.token_bytes,
     "token_hex": secrets.token_hex,
     "token_urlsafe": secrets.token_urlsafe,
+    "gettempdir": tempfile.gettempdir,
 }
 _lock = threading.Lock()
 _users = 0
@@ -74,6 +81,20 @@ class _Streams:
         self.scenario_id = scenario_id
         self._by_site: dict[str, random.Random] = {}
         self._ticks: dict[str, int] = {}
+        self._tmp: str | None = None
+        self._tmp_lock = threading.Lock()
+
+    def tmp(self) -> str:
+        """This run's temporary directory, made on first use (most scenarios never ask)."""
+        with self._tmp_lock:  # the harness writes spills from worker threads
+            if self._tmp is None:
+                self._tmp = tempfile.mkdtemp(prefix="replay-scenario-", dir=_ORIGINALS["gettempdir"]())
+            return self._tmp
+
+    def close(self) -> None:
+        with self._tmp_lock:
+            if self._tmp is not None:
+                shutil.rmtree(self._tmp, ignore_errors=True)
 
     def at(self, frame: FrameType) -> random.Random:
         site = f"{frame.f_globals.get('__name__')}:{frame.f_code.co_qualname}"
@@ -130,6 +151,15 @@ def _uuid7() -> uuid.UUID:
     return uuid.UUID(int=value | 0x0000_0000_0000_7000_8000_0000_0000_0000)
 
 
+def _gettempdir() -> str:
+    """The run's own directory when the harness asks; anyone else (the scenario's code putting a path
+    in a prompt, ``tempfile.mkdtemp`` for a workspace) gets the system's, so what they send is as recorded."""
+    streams = _STREAMS.get()
+    if streams is None or not str(sys._getframe(1).f_globals.get("__name__")).startswith("pydantic_ai_harness."):
+        return _ORIGINALS["gettempdir"]()  # type: ignore[no-any-return]
+    return streams.tmp()
+
+
 def _token_bytes(nbytes: int | None = None) -> bytes:
     rng = _rng()
     if rng is None:
@@ -157,6 +187,7 @@ _REPLACEMENTS: dict[str, Callable[..., Any]] = {
     "token_hex": _token_hex,
     "token_urlsafe": _token_urlsafe,
     "uuid7": _uuid7,
+    "gettempdir": _gettempdir,
 }
 
 
@@ -233,17 +264,20 @@ def deterministic_ids(scenario_id: str) -> Iterator[None]:
     """Within this context (and tasks started from it), ids come from a generator seeded by ``scenario_id``.
 
     Per context rather than per process, so two scenarios running concurrently each get
-    their own sequence; outside any such context the real functions answer.
+    their own sequence; outside any such context the real functions answer. The context's
+    temporary directory is its own too, and is removed when it ends (see the module's docstring).
     """
     global _users
     with _lock:
         _users += 1
         _patch_modules()  # every entry: also picks up modules imported since the last one
-    token = _STREAMS.set(_Streams(scenario_id))
+    streams = _Streams(scenario_id)
+    token = _STREAMS.set(streams)
     try:
         yield
     finally:
         _STREAMS.reset(token)
+        streams.close()
         with _lock:
             _users -= 1
             if _users == 0:

@@ -283,3 +283,62 @@ def test_check_determinism_compares_with_the_committed_cassette(project: Path) -
     (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("DIFFERENT state/memory")]
     assert "the recordings agree with each other but not with cassettes/state/memory.cassette" in line, line
     assert "first visit" in line and "welcome back" in line
+
+
+SPILL = '''
+"""A tool output spilled to the harness's default store and read back by the model."""
+import re
+import tempfile
+
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import FunctionModel
+from pydantic_ai_harness.tool_output_limits import Band, LocalFileStore, Spill, ToolOutputLimits, Truncate
+
+from replay import Run, scenario
+
+
+def answer(messages, info):
+    returns = [p for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
+    if not returns:
+        return ModelResponse(parts=[ToolCallPart("rows", {}, tool_call_id="c1")])
+    if len(returns) == 1:
+        handle = re.search(r"stored to handle '([^']+)'", str(returns[0].content)).group(1)
+        return ModelResponse(parts=[ToolCallPart("read_tool_result", {"handle": handle}, tool_call_id="c2")])
+    return ModelResponse(parts=[TextPart(f"read back {len(str(returns[1].content))} chars")])
+
+
+@scenario("spill/read_back")
+async def read_back(run: Run) -> str:
+    limits = ToolOutputLimits(bands=[Band(over=200, action=Spill(then=Truncate(max_chars=80)))], store=LocalFileStore())
+    agent = Agent(FunctionModel(answer), capabilities=[limits])
+
+    @agent.tool_plain
+    def rows() -> str:
+        return "\\n".join(f"row {i}: green" for i in range(60))
+
+    run.observe("tmp", tempfile.gettempdir())  # the scenario's own: paths it sends stay as recorded
+    return (await agent.run("Read every row.")).output
+'''
+
+
+def test_a_scenario_writes_its_temporary_files_in_a_directory_of_its_own(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seeded run ids made every run of a scenario spill to one path in the shared temp directory
+    (``<tmp>/pyai_harness_overflow-<uid>/<run id>/``): a replay could read what another version or a
+    concurrent matrix cell wrote there, and every run left its files behind. Only the harness's files
+    move: a path the scenario's own code builds from the temp directory is sent as recorded."""
+    import tempfile
+
+    system_tmp = project / "system-tmp"
+    system_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(system_tmp))
+    (project / "scenarios" / "spill.py").write_text(SPILL)
+    [sc] = discover(["spill/read_back"], project / "scenarios")
+    recorded = record(sc)
+    assert recorded.outcome.status == "ok" and recorded.outcome.output.startswith("read back "), recorded.outcome
+    assert list(system_tmp.iterdir()) == []  # nothing left behind
+    assert recorded.observations[0].value == str(system_tmp)
+    replayed = replay(sc, recorded).result
+    assert replayed.outcome == recorded.outcome
+    # the network guard's folder for Python children is the process's, removed when it exits
+    assert [p.name for p in system_tmp.iterdir() if not p.name.startswith("replay-guard-")] == []
