@@ -251,13 +251,16 @@ class _Scrubbed(list):  # type: ignore[type-arg]
     3,500 requests each re-send 1,000 messages."""
 
     def __iter__(self) -> Iterator[Any]:
+        from ._untrusted import finite
         from .scrub import redact
 
-        return (redact(item) for item in list.__iter__(self))
+        return (finite(redact(item)) for item in list.__iter__(self))
 
 
 def scrubbed_lazily(doc: dict[str, Any]) -> dict[str, Any]:
-    """``doc`` (``render_json``) with its long lists scrubbed item by item as they are written."""
+    """``doc`` (``render_json``) with its long lists scrubbed item by item as they are written, and
+    NaN/infinity as text there too (strict JSON, as every other JSON output: ``jq`` refuses bare ``NaN``)."""
+    from ._untrusted import finite
     from .scrub import redact
 
     out: dict[str, Any] = {}
@@ -267,7 +270,7 @@ def scrubbed_lazily(doc: dict[str, Any]) -> dict[str, Any]:
         elif isinstance(value, dict) and value and all(isinstance(v, list) for v in value.values()):
             out[key] = {redact(k): _Scrubbed(v) for k, v in value.items()}  # requests by role
         else:
-            out[key] = redact(value)
+            out[key] = finite(redact(value))
     return out
 
 

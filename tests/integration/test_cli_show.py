@@ -80,3 +80,16 @@ def test_show_does_not_look_for_pydantic_plugins() -> None:
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert "SCANNED" not in done.stderr and "LEFT None" in done.stderr
+
+
+def test_show_json_is_strict_json_with_a_nan_observation(cli, tmp_path: Path) -> None:
+    """`show -f json` wrote a NaN observation as bare ``NaN`` (jq refuses it); every other JSON output writes text."""
+    from replay.cassette import ObservationRecord, load, save
+
+    c = load(ROOT / "cassettes" / "coverage" / "tool_call.cassette")
+    c.observations = [ObservationRecord(name="score", value=float("nan")), ObservationRecord(name="xs", value=[float("inf")])]
+    path = save(c, tmp_path / "nan.cassette")
+    for args in ((), ("--normalized",)):
+        out = cli("show", path, "--format", "json", *args).out
+        doc = json.loads(out, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+        assert doc["observations"] == [{"name": "score", "value": "NaN"}, {"name": "xs", "value": ["Infinity"]}], args
