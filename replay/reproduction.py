@@ -212,8 +212,20 @@ class _TrialProgress:
         self.inner.close()
 
 
-def _trial(req: Request, k: int, progress: Callable[[dict[str, int]], mx.Progress]) -> dict[str, dict[str, Any]]:
-    """One fresh-process replay of every scenario on every version: each version's env, cells and result files."""
+def _trials(req: Request, progress: Callable[[dict[str, int]], mx.Progress]) -> list[dict[str, dict[str, Any]]]:
+    """Every trial; a version whose environment could not be made in trial 1 is not tried again (each
+    attempt is an install, which an unreachable index makes slow): its later trials repeat that error."""
+    first = _trial(req, 1, progress, req.versions)
+    failed = {spec for spec, found in first.items() if found["env"].get("status") == "error"}
+    tried = [v for v in req.versions if v.spec not in failed]
+    later = [_trial(req, k, progress, tried) if tried else {} for k in range(2, req.trials + 1)]
+    return [first, *({**t, **{spec: first[spec] for spec in failed}} for t in later)]
+
+
+def _trial(
+    req: Request, k: int, progress: Callable[[dict[str, int]], mx.Progress], versions: Sequence[_envs.VersionSpec],
+) -> dict[str, dict[str, Any]]:
+    """One fresh-process replay of every scenario on ``versions``: each version's env, cells and result files."""
     out = req.work / req.subject.id / f"trial-{k}"
     if out.resolve().is_relative_to(req.work.resolve()):  # a previous report's results must not be read as this one's
         shutil.rmtree(out, ignore_errors=True)
@@ -222,12 +234,12 @@ def _trial(req: Request, k: int, progress: Callable[[dict[str, int]], mx.Progres
     )
     prefix = f"trial {k}/{req.trials}: "
     result = mx.run_matrix(
-        req.targets, req.versions, opts=opts, jobs=req.jobs, env_dir=req.env_dir,
+        req.targets, versions, opts=opts, jobs=req.jobs, env_dir=req.env_dir,
         progress=lambda totals: _TrialProgress(progress(totals), prefix),
     )
     rows = {row["spec"]: row for row in result["versions"]}
     found: dict[str, dict[str, Any]] = {}
-    for v in req.versions:
+    for v in versions:
         cells = {sid: result["scenarios"].get(sid, {}).get(v.spec) or mx.error_cell("not run") for sid in sorted(req.targets)}
         # Where the env's `replay run` wrote each result (its JSON output is scrubbed, paths included).
         paths = {sid: p for sid in cells if cells[sid].get("result") and (p := cassette_path(out / v.label, sid)).is_file()}
@@ -315,7 +327,7 @@ def build(req: Request, progress: Callable[[dict[str, int]], mx.Progress] = mx.m
             what = "" if sid == subject.id else f"control of {subject.id}: "
             raise ReplayUsageError(f"{path}: {what}no cassette (record it with: replay record {sid})")
     recorded = load(recorded_path)
-    trials = [_trial(req, k, progress) for k in range(1, req.trials + 1)]
+    trials = _trials(req, progress)
     checked = _checked(req, trials)
     runs = [{v.spec: _scenarios(req, t[v.spec], checked[v.spec]) for v in req.versions} for t in trials]
     versions = []

@@ -250,3 +250,31 @@ def test_every_trial_is_checked_in_one_process_per_version(tmp_path: Path, monke
     assert old["identical"] and old["scenarios"]["seed000/long"]["violations"] == []
     assert not new["identical"] and new["first_difference"] == "seed000/long: violations"
     assert new["scenarios"]["seed000/long"]["violations"] == [] and new["trials"][0]["verdict"] == new["trials"][2]["verdict"]
+
+
+def test_a_version_whose_env_failed_is_not_installed_again_each_trial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An uninstallable version was tried in every trial: an install each (slow on an unreachable index),
+    for the same error three times."""
+    from replay._envs import parse_versions
+
+    asked: list[list[str]] = []
+
+    def run_matrix(targets: dict[str, str], versions: list, *, opts: rp.mx.RunOptions, **_: object) -> dict:
+        asked.append([v.spec for v in versions])
+        rows = [{"spec": v.spec, "status": "error", "error": "no such version"} if v.spec == "9.9.9"
+                else {"spec": v.spec, "path": str(tmp_path / "envs" / v.label)} for v in versions]
+        cell = {"9.9.9": {"status": "error", "error": "no such version"}}
+        return {"versions": rows,
+                "scenarios": {sid: {v.spec: cell.get(v.spec, {"status": "same"}) for v in versions} for sid in targets}}
+
+    monkeypatch.setattr(rp.mx, "run_matrix", run_matrix)
+    monkeypatch.setattr(rp, "_check_in_env", lambda python, paths, cwd: {})
+    subject = rp.Subject("seed000/long", CAS.parent / "scenarios" / "seed000.py", [])
+    req = rp.Request(subject=subject, targets={"seed000/long": "seed000/long"}, versions=parse_versions(["9.9.9", "0.62.0"]),
+                     trials=3, cassettes=CAS, work=tmp_path / "work", cwd=ROOT)
+    report = rp.build(req)
+    assert asked == [["9.9.9", "0.62.0"], ["0.62.0"], ["0.62.0"]]
+    bad, good = report["versions"]
+    assert bad["spec"] == "9.9.9" and bad["identical"] and len(bad["trials"]) == 3
+    assert bad["scenarios"]["seed000/long"]["status"] == "error"
+    assert good["identical"] and len(good["trials"]) == 3
