@@ -125,23 +125,29 @@ def fill_from_results(matrix: dict[str, Any]) -> dict[str, Any]:
     from .cassette import load
     from .errors import ReplayError
 
+    # Each file read once: shard files are untrusted, and every cell of one could name the same heavy cassette.
+    estimates: dict[Path, list[tuple[str, int, int | None]] | None] = {}
     for row in _scenarios(_as_matrix(matrix)).values():
         for cell in row.values():
             if not isinstance(cell, dict) or _pairs(cell) is not None or not isinstance(cell.get("result"), str):
                 continue
-            path = Path(cell["result"])
-            if not path.is_file():
-                continue
-            try:
-                cassette = load(path)
-            except (ReplayError, OSError):
+            path = Path(cell["result"]).resolve()
+            if path not in estimates:
+                try:
+                    cassette = load(path) if path.is_file() else None
+                except (ReplayError, OSError):
+                    cassette = None
+                role = None if cassette is None else chart_role(sorted(cassette.user_roles()))
+                estimates[path] = None if cassette is None else [
+                    (ex.role, ex.index, ex.estimate) for ex in cassette.exchanges if ex.role == role and ex.kind != "count_tokens"
+                ]
+            found = estimates[path]
+            if found is None:
                 continue
             same = cell.get("status") == "same"
-            role = chart_role(sorted(cassette.user_roles()))
             cell["main_requests"] = [
-                {"role": ex.role, "index": ex.index, "estimate": [ex.estimate if same else None, ex.estimate]}
-                for ex in cassette.exchanges
-                if ex.role == role and ex.kind != "count_tokens"
+                {"role": role, "index": index, "estimate": [estimate if same else None, estimate]}
+                for role, index, estimate in found
             ]
     return matrix
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ROOT
 
 from replay.html import render_html
 
@@ -242,3 +243,28 @@ def test_a_cell_says_why_it_changed_as_the_text_table_does() -> None:
     for line in mx.cell_lines(cell)[1:]:
         assert escape(line) in html, line
     assert "est </span>" not in html and "observation turns 2→4" in html and "empty_summary" in html
+
+
+def test_cells_naming_one_result_cassette_read_it_once(monkeypatch: Any) -> None:
+    """A shard file is untrusted: every cell of it could name the same heavy cassette, read again for each."""
+    from replay import cassette as cas
+    from replay.html import fill_from_results
+
+    path = str(ROOT / "cassettes" / "seed000" / "long.cassette")
+    reads: list[Path] = []
+    real = cas.load
+
+    def load(p: Path, *a: Any, **k: Any) -> Any:
+        reads.append(p)
+        return real(p, *a, **k)
+
+    monkeypatch.setattr(cas, "load", load)
+    doc = {"versions": [{"spec": f"0.{n}.0"} for n in range(50)],
+           "scenarios": {f"s/{i}": {f"0.{n}.0": {"status": "same" if n % 2 else "changed", "result": path} for n in range(50)}
+                         for i in range(20)}}
+    fill_from_results(doc)
+    assert len(reads) == 1
+    same, changed = doc["scenarios"]["s/3"]["0.1.0"], doc["scenarios"]["s/3"]["0.2.0"]
+    assert [r["estimate"] for r in same["main_requests"]] == [[889, 889], [887, 887], [889, 889]]
+    assert [r["estimate"] for r in changed["main_requests"]] == [[None, 889], [None, 887], [None, 889]]
+    assert same["main_requests"] is not doc["scenarios"]["s/4"]["0.1.0"]["main_requests"]  # each cell its own list
