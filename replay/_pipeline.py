@@ -33,7 +33,7 @@ from .wire.cache import Price, Tokenizer, prices_from, tokenizer_from
 class RecordOutcome:
     scenario_id: str
     path: Path
-    status: str  # "recorded" | "skipped" | "error"
+    status: str  # "recorded" | "unchanged" | "skipped" | "error"
     detail: str = ""
 
 
@@ -67,9 +67,32 @@ def record_scenarios(scenarios: Sequence[Scenario], cassettes: Path, *, force: b
         if undeclared is not None:
             out.append(RecordOutcome(sc.id, path, "error", f"{undeclared}; nothing written"))
             continue
+        if path.exists() and _same_recording(path, cassette):
+            out.append(RecordOutcome(sc.id, path, "unchanged", f"{detail}; as the cassette there but for stamps, kept"))
+            continue
         save(cassette, path)
         out.append(RecordOutcome(sc.id, path, "recorded", detail))
     return out
+
+
+_STAMPS = frozenset({"created_at"})
+"""Header fields a re-recording always changes; every other one (versions, source hash, roles) must match."""
+
+
+def _same_recording(path: Path, fresh: Cassette) -> bool:
+    """Whether ``record --force`` would only move stamps: the file then stays, so re-recording a project
+    leaves its unchanged cassettes out of the pull request (a binary file's every rewrite is a diff)."""
+    from .cassette import dumps, loads
+    from .normaliser import normalise
+
+    try:
+        old = load(path)
+    except (ReplayError, OSError):
+        return False
+    again = loads(dumps(fresh))  # as it would read back from disk
+    if any(getattr(old.header, k) != getattr(again.header, k) for k in type(old.header).model_fields if k not in _STAMPS):
+        return False
+    return bool(normalise(old).as_json() == normalise(again).as_json())
 
 
 def not_as_declared(sc: Scenario, cassette: Cassette) -> str | None:

@@ -139,4 +139,30 @@ def test_a_file_that_fails_to_import_is_an_error_and_the_others_are_recorded(cli
     assert (project / "cassettes" / "simple" / "compact.cassette").exists()
     assert not (project / "cassettes" / "newer").exists()
     doc = json.loads(cli("record", "--force", "--format", "json").out)
-    assert doc["newer/one"]["status"] == "error" and doc["simple/compact"]["status"] == "recorded"
+    assert doc["newer/one"]["status"] == "error" and doc["simple/compact"]["status"] == "unchanged"  # recorded again, kept
+
+
+def test_force_keeps_a_cassette_whose_recording_did_not_change(cli, write_scenario, project: Path) -> None:
+    """`record --force` over a whole project rewrote every cassette (new stamps), so each one was in the
+    pull request as a changed binary file; an unchanged recording now keeps its file."""
+    write_scenario()
+    cli("record")
+    target = project / "cassettes" / "simple" / "compact.cassette"
+    before = target.read_bytes()
+    r = cli("record", "--force", "--format", "json")
+    assert r.code == 0 and json.loads(r.out)["simple/compact"]["status"] == "unchanged"
+    assert target.read_bytes() == before
+    r = cli("record", "--force")
+    assert r.code == 0 and r.out.startswith("unchanged ") and "kept" in r.out
+    # anything else in the header is not a stamp: a scenario source edit is written (its hash moves)
+    path = write_scenario()
+    path.write_text(path.read_text().replace('"""Two turns', '"""Two short turns'))
+    r = cli("record", "--force")
+    assert r.out.startswith("recorded ") and target.read_bytes() != before
+    assert load(target).header.source_hash != load_bytes_hash(before)
+
+
+def load_bytes_hash(data: bytes) -> str | None:
+    from replay.cassette import loads
+
+    return loads(data).header.source_hash
