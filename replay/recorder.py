@@ -498,6 +498,9 @@ class Session:
         exc_info: tuple[Any, Any, Any] = (None, None, None)
         try:
             yield response
+        except GeneratorExit:  # the reader stopped early (left `run_stream`, broke out of its events): no error
+            exc_info = (GeneratorExit, None, None)
+            raise
         except BaseException as exc:
             exc_info = (type(exc), exc, exc.__traceback__)
             ex.error = error_info(exc)

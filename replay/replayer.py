@@ -305,8 +305,9 @@ class CassetteSource:
                     return rec
         return queue.popleft()
 
-    def _response(self, rec: Exchange) -> Any:
-        if rec.error is not None:
+    def _response(self, rec: Exchange, *, played: bool = False) -> Any:
+        """``played``: a stream whose error is raised after its events (``_served_stream``), not here."""
+        if rec.error is not None and not played:
             raise _rebuild_error(rec.error)
         if rec.kind == "count_tokens":
             from pydantic_ai.usage import RequestUsage
@@ -322,14 +323,14 @@ class CassetteSource:
             return await call.call_original()
         return await self._serve(rec)
 
-    async def _serve(self, rec: Exchange) -> Any:
+    async def _serve(self, rec: Exchange, *, played: bool = False) -> Any:
         """The recorded answer in its turn; a call the recording saw cancelled is held until it is cancelled again."""
         await self._wait_turn(rec)
         if _was_cancelled(rec):
             self._release(rec)
             await _until_cancelled(rec)
         try:
-            return self._response(rec)
+            return self._response(rec, played=played)
         finally:
             self._release(rec)
 
@@ -399,16 +400,30 @@ async def _until_cancelled(rec: Exchange) -> None:
     )
 
 
+def _opened(rec: Exchange) -> bool:
+    """Whether a recorded stream failed after it opened: its events were kept (an error on opening keeps
+    none), so the replay plays them before it raises, as the model did. A cancelled one is held instead."""
+    return rec.error is not None and rec.events is not None and not _was_cancelled(rec)
+
+
+_CLOSED_EARLY = "builtins.GeneratorExit"
+"""What a stream whose reader stopped early was recorded with before that was no error."""
+
+
 @asynccontextmanager
 async def _served_stream(source: CassetteSource, rec: Exchange, call: Call) -> AsyncIterator[Any]:
-    response = await source._serve(rec)
+    played = rec.error is not None and rec.response is not None and (rec.error.type == _CLOSED_EARLY or _opened(rec))
+    response = await source._serve(rec, played=played)
     params = call.args[2] if len(call.args) > 2 else call.kwargs.get("model_request_parameters")
     if rec.events is not None:
         event_adapter = adapters()[1]
         events = [_older_slim_tolerant(event_adapter.validate_python, e) for e in rec.events]
     else:
         events = _synthesize_events(response)
-    yield _make_stream(params, response, events)
+    stream = _make_stream(params, response, events)
+    if played and rec.error is not None and rec.error.type != _CLOSED_EARLY:
+        stream._replay_error = rec.error
+    yield stream
 
 
 def _synthesize_events(response: Any) -> list[Any]:
@@ -441,6 +456,7 @@ def _stream_class(base: type) -> type:
         class ReplayStreamedResponse(base):  # type: ignore[misc]
             _replay_response: Any
             _replay_events: list[Any]
+            _replay_error: Any = None
 
             async def _get_event_iterator(self) -> AsyncIterator[Any]:
                 # Live streams build their parts while producing events; a replayed one must too.
@@ -448,6 +464,8 @@ def _stream_class(base: type) -> type:
                 for event in self._replay_events:
                     _apply(manager, event)
                     yield event
+                if self._replay_error is not None:  # the model failed after these events
+                    raise _rebuild_error(self._replay_error)
 
             @property
             def model_name(self) -> str:

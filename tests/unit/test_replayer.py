@@ -116,6 +116,85 @@ def test_streams_replay_as_streams() -> None:
     assert result.result.exchanges[0].kind == "request_stream"
 
 
+async def _six_chunks(messages: list[ModelMessage], info: AgentInfo) -> Any:
+    for i in range(6):
+        yield f"chunk{i} "
+
+
+async def _left_unread(run: Run) -> str:
+    async with Agent(FunctionModel(stream_function=_six_chunks)).run_stream("talk"):
+        pass
+    return "left"
+
+
+async def _events_break(run: Run) -> list[str]:
+    kinds: list[str] = []
+    async with Agent(FunctionModel(stream_function=_six_chunks)).run_stream_events("talk") as stream:
+        async for ev in stream:
+            kinds.append(ev.event_kind)
+            if len(kinds) == 3:
+                break
+    return kinds
+
+
+async def _node_stream_break(run: Run) -> list[str]:
+    agent = Agent(FunctionModel(stream_function=_six_chunks))
+    got: list[str] = []
+    async with agent.iter("talk") as r:
+        async for node in r:
+            if Agent.is_model_request_node(node):
+                async with node.stream(r.ctx) as s:
+                    async for ev in s:
+                        got.append(ev.event_kind)
+                        if len(got) == 2:
+                            break
+    return got
+
+
+@pytest.mark.parametrize("func", [_left_unread, _events_break, _node_stream_break], ids=lambda f: f.__name__)
+def test_a_stream_its_reader_left_early_is_no_model_error(func: Any) -> None:
+    """Leaving `run_stream` unread, breaking out of its events: the GeneratorExit that closed the stream was
+    recorded as the model's error, and the replay raised it before any event: `ok → error` on every version."""
+    from replay.differ import diff
+
+    sc = make(func, f"unit/{func.__name__}")
+    recorded = record(sc)
+    assert recorded.outcome.status == "ok" and [ex.error for ex in recorded.exchanges] == [None]
+    result = replay(sc, recorded)
+    assert result.result.outcome == recorded.outcome
+    assert not diff(recorded, result.result).changed
+
+
+def test_a_model_error_after_some_events_is_raised_after_them_on_replay() -> None:
+    """The provider failed mid-stream: the replay raised the error before serving the two chunks the reader saw."""
+    from pydantic_ai.exceptions import ModelHTTPError
+
+    from replay.differ import diff
+
+    async def failing(messages: list[ModelMessage], info: AgentInfo) -> Any:
+        yield "partial "
+        yield "answer"
+        raise ModelHTTPError(503, "fn", body="overloaded")
+
+    async def scenario(run: Run) -> str:
+        seen: list[str] = []
+        try:
+            async with Agent(FunctionModel(stream_function=failing)).run_stream("hi") as r:
+                async for t in r.stream_text(delta=True, debounce_by=None):
+                    seen.append(t)
+        finally:
+            run.observe("seen", seen)
+        return "unreachable"
+
+    sc = make(scenario, "unit/midstream")
+    recorded = record(sc)
+    assert recorded.observations[0].value == ["partial ", "answer"] and recorded.outcome.status == "error"
+    result = replay(sc, recorded)
+    assert result.result.observations == recorded.observations
+    assert result.result.outcome == recorded.outcome
+    assert not diff(recorded, result.result).changed
+
+
 def test_provider_model_replays_without_key_or_network(monkeypatch: pytest.MonkeyPatch) -> None:
     """A cassette for 'openai:gpt-4o' is built by hand here; the replay must not need a key or a socket."""
     from replay.cassette import CassetteBuilder, Exchange, Header
