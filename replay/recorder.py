@@ -186,8 +186,10 @@ def error_info(exc: BaseException) -> ErrorInfo:
             continue
         if value is None or isinstance(value, (bool, int, float, str)) or _plain(value):
             attributes[name] = value
+    from .scenario import stable_name
+
     return ErrorInfo(
-        type=f"{type(exc).__module__}.{type(exc).__qualname__}", message=str(exc), attributes=attributes or None
+        type=stable_name(f"{type(exc).__module__}.{type(exc).__qualname__}"), message=str(exc), attributes=attributes or None
     )
 
 

@@ -66,8 +66,10 @@ class ReplayResult:
 
 
 def _imported_class(dotted: str) -> type[BaseException] | None:
+    from .scenario import scenario_module
+
     module_name, _, qualname = dotted.rpartition(".")
-    module = sys.modules.get(module_name)
+    module = sys.modules.get(module_name) or scenario_module(module_name)
     cls = getattr(module, qualname, None) if module is not None else None
     return cls if isinstance(cls, type) and issubclass(cls, Exception) else None
 
@@ -137,7 +139,9 @@ def error_kinds(info: ErrorInfo) -> list[str]:
     rebuilt = _rebuild_error(info)
     if isinstance(rebuilt, ReplayedModelError):
         return [info.type]
-    return [f"{c.__module__}.{c.__qualname__}" for c in type(rebuilt).__mro__]
+    from .scenario import stable_name
+
+    return [stable_name(f"{c.__module__}.{c.__qualname__}") for c in type(rebuilt).__mro__]
 
 
 class CassetteSource:

@@ -248,6 +248,30 @@ def scenario(
     return lambda func: register(func, arg)
 
 
+_HASHED_MODULE = r"^(replay_scenarios\..+)_[0-9a-f]{16}(?=\.|$)"
+
+
+def stable_name(dotted: str) -> str:
+    """A dotted name in a scenario file's module without the hash that makes the module's name unique
+    (``replay_scenarios.custom_3f…e1.BadAnswer`` → ``replay_scenarios.custom.BadAnswer``): what a
+    cassette records, since the hash covers the file's absolute path and bytes, so an edit anywhere in the
+    file or a CI checkout elsewhere named the scenario's own exception class differently."""
+    import re
+
+    return re.sub(_HASHED_MODULE, r"\1", dotted, count=1) if dotted.startswith("replay_scenarios.") else dotted
+
+
+def scenario_module(name: str) -> Any:
+    """The scenario file's module a recorded (stable or hashed) module name means: the latest imported."""
+    import re
+
+    stable = stable_name(name)
+    if not stable.startswith("replay_scenarios."):
+        return None
+    pattern = re.compile(re.escape(stable) + r"_[0-9a-f]{16}")
+    return next((m for n, m in reversed(list(sys.modules.items())) if pattern.fullmatch(n)), None)
+
+
 def _import_file(path: Path) -> list[Scenario]:
     """Import a scenario file under a private module name and return what it registered.
 

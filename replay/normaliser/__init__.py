@@ -27,6 +27,7 @@ import msgpack
 from .._conversations import in_conversations, interleaved_roles, turns_of
 from .._untrusted import finite
 from ..cassette import Cassette, Exchange
+from ..scenario import stable_name
 from ..scrub import PLACEHOLDER_RE
 from ._schema import EMPTY, Choice, Schema, compile_schema, installed_schema, merge
 from ._unsent import sent_message, sent_parameters
@@ -328,7 +329,7 @@ class NormalCassette:
         out = []
         for run in self.source.runs:
             head = n.value({"role": run.role, "prompt": run.prompt, "output": run.output,
-                            "error": run.error.model_dump(exclude={"attributes"}) if run.error else None})
+                            "error": _error(run.error) if run.error else None})
             entry = {"role": head.get("role"), "prompt": head.get("prompt"),
                      "history": [self.messages[i] for i in run.history],
                      "result": [self.messages[i] for i in run.result],
@@ -361,6 +362,21 @@ def workspace_roots(cassette: Cassette) -> tuple[str, ...]:
 
 
 _COMPARED_HEADER = ("scenario_id", "harness_version", "slim_version", "mode")
+
+
+def _error(info: Any) -> dict[str, Any]:
+    """An error as compared: its type by the scenario file's stable module name (cassettes recorded before
+    the recorder wrote that name hold the hashed one, which moved with every edit and checkout)."""
+    out: dict[str, Any] = info.model_dump(exclude={"attributes"})
+    out["type"] = stable_name(str(out.get("type")))
+    return out
+
+
+def _outcome(cassette: Cassette) -> dict[str, Any]:
+    out: dict[str, Any] = cassette.outcome.model_dump(exclude={"error": {"attributes"}})
+    if cassette.outcome.error is not None:
+        out["error"] = _error(cassette.outcome.error)
+    return out
 
 
 def normalise(
@@ -408,7 +424,7 @@ def _normalise(cassette: Cassette, rules: Rules, schema: Schema | None, conversa
         scenario_id=cassette.header.scenario_id,
         header={k: getattr(cassette.header, k) for k in _COMPARED_HEADER},
         requests=requests,
-        outcome=n.value(finite(cassette.outcome.model_dump(exclude={"error": {"attributes"}}))) or {"status": "ok"},
+        outcome=n.value(finite(_outcome(cassette))) or {"status": "ok"},
         observations=[{"name": o.name, "value": n.value(finite(o.value))} for o in cassette.observations],
         expectations=n.value(cassette.expectations),
         source=cassette,
@@ -498,7 +514,7 @@ def _request(
     if ex.usage:
         body["usage"] = n.root(ex.usage, "usage")
     if ex.error is not None:
-        body["error"] = ex.error.model_dump(exclude={"attributes"})
+        body["error"] = _error(ex.error)
     key = digest(
         [
             ex.kind,

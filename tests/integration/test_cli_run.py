@@ -219,3 +219,72 @@ def test_a_scenario_that_cannot_start_on_this_version_is_an_error_not_a_change(c
     cell = json.loads(r.out)["scenarios"]["simple/compact"]
     assert r.code == 2 and cell["status"] == "error"
     assert "stopped before its first model request on this version: TypeError: __init__() got an unexpected keyword" in cell["error"]
+
+
+OWN_ERRORS = '''
+"""A model raising the scenario's own exception class, caught by the scenario; one declared as the outcome."""
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, TextPart
+from pydantic_ai.models.function import FunctionModel
+
+from replay import Run, scenario
+
+
+class Overloaded(Exception):
+    pass
+
+
+class BadAnswer(Exception):
+    pass
+
+
+def broken(messages, info):
+    raise Overloaded("try later")
+
+
+@scenario("own/caught")
+async def caught(run: Run) -> str:
+    try:
+        return (await Agent(FunctionModel(broken)).run("hi")).output
+    except Overloaded:
+        backup = Agent(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("backup")])), name="backup")
+        return (await backup.run("hi")).output
+
+
+@scenario("own/declared", expect_error="BadAnswer")
+async def declared(run: Run) -> str:
+    r = await Agent(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("nope")]))).run("hi")
+    raise BadAnswer(r.output)
+'''
+
+
+def test_a_scenarios_own_exception_class_survives_an_edit_and_another_checkout(cli, project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The class was recorded under the scenario module's private name, which hashes the file's absolute path
+    and bytes: a comment added anywhere, or a CI clone elsewhere, made the outcome `changed`, and a model's
+    own exception came back as a ReplayedModelError the scenario's `except` no longer caught."""
+    import shutil
+
+    from replay.cassette import load, save
+
+    path = project / "scenarios" / "own.py"
+    path.write_text(OWN_ERRORS)
+    assert cli("record").code == 0
+    declared = load(project / "cassettes" / "own" / "declared.cassette")
+    assert declared.outcome.error is not None and declared.outcome.error.type == "replay_scenarios.own.BadAnswer"
+    path.write_text(OWN_ERRORS + "\n# an edit outside the scenarios\n")
+    r = cli("run", "--format", "json")
+    assert r.code == 0 and {s["status"] for s in json.loads(r.out)["scenarios"].values()} == {"same"}, r.out
+    clone = tmp_path / "elsewhere"
+    shutil.copytree(project, clone)
+    monkeypatch.chdir(clone)
+    r = cli("run", "--format", "json")
+    assert r.code == 0 and {s["status"] for s in json.loads(r.out)["scenarios"].values()} == {"same"}, r.out
+    # a cassette written before the stable name, holding a hash of another checkout, still replays same
+    for sid in ("own/caught", "own/declared"):
+        c = load(clone / "cassettes" / f"{sid}.cassette")
+        for info in [c.outcome.error, *(ex.error for ex in c.exchanges)]:
+            if info is not None:
+                info.type = info.type.replace("replay_scenarios.own.", "replay_scenarios.own_0123456789abcdef.")
+        save(c, clone / "cassettes" / f"{sid}.cassette")
+    r = cli("run", "--format", "json")
+    assert r.code == 0 and {s["status"] for s in json.loads(r.out)["scenarios"].values()} == {"same"}, r.out
