@@ -367,6 +367,11 @@ def accept(
 
 def compare_files(a: Path, b: Path, rules: Rules = Rules(), limits: Limits = DEFAULT_LIMITS) -> ScenarioReport:
     ca, cb = load(a, limits), load(b, limits)
+    sid = ca.header.scenario_id or cb.header.scenario_id or f"{a} vs {b}"
+    for side, ran, stopped in ((b, ca, cb), (a, cb, ca)):  # as `run` and `matrix` call it: no verdict, an error
+        why = did_not_run(ran, stopped)
+        if why is not None:
+            return ScenarioReport(sid, "error", error=f"{side}: {why}", cassette=str(a), result=str(b))
     la, lb = str(a), str(b)
     if ca.header.harness_version != cb.header.harness_version:
         la, lb = f"harness {ca.header.harness_version}", f"harness {cb.header.harness_version}"
@@ -377,7 +382,6 @@ def compare_files(a: Path, b: Path, rules: Rules = Rules(), limits: Limits = DEF
     d.warnings += same_versions_warning(ca, cb, d)
     d.warnings += carried_over_warning(ca, la) + carried_over_warning(cb, lb)
     d.price(prices())
-    sid = ca.header.scenario_id or cb.header.scenario_id or f"{a} vs {b}"
     status: Status = "error" if failures else "changed" if d.changed else "same"
     error = f"{a} vs {b}: {failures}" if failures else None
     return ScenarioReport(sid, status, diff=d, error=error, cassette=str(a), result=str(b))

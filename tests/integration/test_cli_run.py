@@ -215,10 +215,17 @@ def test_a_scenario_that_cannot_start_on_this_version_is_an_error_not_a_change(c
                     "        raise TypeError(\"__init__() got an unexpected keyword argument 'background_start'\")\n" + body)
     assert cli("record", "--force").code == 0
     monkeypatch.setenv("OLD_RELEASE", "1")
-    r = cli("run", "--format", "json")
+    r = cli("run", "--format", "json", "--out", "results")
     cell = json.loads(r.out)["scenarios"]["simple/compact"]
     assert r.code == 2 and cell["status"] == "error"
     assert "stopped before its first model request on this version: TypeError: __init__() got an unexpected keyword" in cell["error"]
+    # `replay diff` of that result (the README's `replay diff cassettes .replay/matrix/0.54.0`) says the same, either way round
+    recorded, result = project / "cassettes" / "simple" / "compact.cassette", project / "results" / "simple" / "compact.cassette"
+    for a, b in ((recorded, result), (result, recorded)):
+        r = cli("diff", a, b, "--format", "json")
+        doc = json.loads(r.out)
+        assert r.code == 2 and doc["status"] == "error", r.out
+        assert doc["error"].startswith(f"{result}: the scenario stopped before its first model request"), doc["error"]
 
 
 OWN_ERRORS = '''
