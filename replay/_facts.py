@@ -227,6 +227,11 @@ class Facts:
             b.blobs, b.outcome, b.observations, b.expectations, b.histories, b.runs, b.exchanges
         ):
             return False
+        from .differ import same_value  # `==` has True == 1 and 5 == 5.0: the user's values compare by type too
+
+        if not same_value([a.blobs, a.outcome.output, [o.value for o in a.observations], a.expectations],
+                          [b.blobs, b.outcome.output, [o.value for o in b.observations], b.expectations]):
+            return False
         ma, mb = a.messages, b.messages
         if self.private:
             return all(ma[i] == mb[i] or content_key(ma[i]) == content_key(mb[i]) for i in range(len(ma)))

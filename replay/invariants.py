@@ -39,7 +39,7 @@ from .differ import message_label
 from .errors import ReplayError, ReplayUsageError
 from .histories import ORIGIN as OBSERVED
 from .histories import as_requests
-from .normaliser import Normaliser, digest, paused_gc
+from .normaliser import ANY_CLASS, Normaliser, digest, paused_gc
 from .recorder import _static_header, estimate, load_messages
 
 Message = dict[str, Any]
@@ -825,13 +825,13 @@ class _Index:
             n = Normaliser()
             facts, c = self.facts, self.c
             if facts.private:
-                self._norm = [digest(n.value(m)) for m in c.messages]
+                self._norm = [digest(n.value(m, ANY_CLASS)) for m in c.messages]
             else:  # one digest per content for both sides, unless an alias was needed (see Facts.shareable)
                 aliases = n.aliases
 
                 def compute(m: Message) -> tuple[bytes, bool]:
                     used = aliases.used
-                    found = digest(n.value(m))
+                    found = digest(n.value(m, ANY_CLASS))
                     return found, aliases.used == used
 
                 self._norm = [facts.shareable("norm", c, i, compute) for i in range(len(c.messages))]

@@ -183,7 +183,7 @@ _KINDS: dict[str, ChangeKind] = {
 
 def _changes(prefix: str, a: Any, b: Any) -> list[Change]:
     """Field diffs of two small values, paths under ``prefix``."""
-    if a == b:
+    if same_value(a, b):
         return []
     from deepdiff import DeepDiff  # imported when something differs: an all-same diff never pays for it
 
@@ -412,9 +412,9 @@ def _diff(
                     details += len(rd.entries) + len(rd.changes)
             requests.append(rd)
     requests += _histories(na, nb, differ, rules)
-    outcome = (na.outcome, nb.outcome) if na.outcome != nb.outcome else None
+    outcome = (na.outcome, nb.outcome) if not same_value(na.outcome, nb.outcome) else None
     costs_a, costs_b = request_costs(na.source, tokenizer), request_costs(nb.source, tokenizer)
-    observations = _changes("observations", _obs(na), _obs(nb)) if _obs(na) != _obs(nb) else []
+    observations = _changes("observations", _obs(na), _obs(nb)) if not same_value(_obs(na), _obs(nb)) else []
     observations = sorted((c for c in observations if not rules.ignores(c.path)), key=lambda c: natural_key(c.path))
     return Diff(
         scenario_id=na.scenario_id or nb.scenario_id,
@@ -521,6 +521,18 @@ def _warnings(a: Cassette, b: Cassette) -> list[str]:
     if ha.source_hash and hb.source_hash and ha.source_hash != hb.source_hash:
         return ["the scenario's source changed since the recording: a difference may come from the edit, not the harness"]
     return []
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Equal and of the same types throughout: Python's ``==`` has ``True == 1`` and ``5 == 5.0``, so an
+    outcome that became a float or an observation that became an int read as unchanged."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is dict:
+        return a.keys() == b.keys() and all(same_value(v, b[k]) for k, v in a.items())
+    if type(a) is list:
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+    return bool(a == b)
 
 
 def _obs(n: NormalCassette) -> dict[str, Any]:

@@ -147,8 +147,24 @@ def _empty(value: Any) -> bool:
     ) or (type(value) is float and value == 0.0)
 
 
+ANY_CLASS = Choice()
+"""The kind of a pydantic-ai value whose class the schema does not describe: a field at its empty value
+(``None``, ``False``, ``0``, ``""``) is taken for its default, and the volatile keys are dropped."""
+
+_DATA_FIELDS = frozenset({"args", "parameters_json_schema", "outer_typed_dict_key"})
+"""Fields of pydantic-ai's classes that hold the user's own values: a tool call's arguments, a tool's JSON schema."""
+_DATA_CONTENT = frozenset({"tool-return", "builtin-tool-return"})
+"""Part kinds whose ``content`` is what the tool returned."""
+
+
 class Normaliser:
-    """Normalises the values of one cassette (one instance per cassette: aliases are per cassette)."""
+    """Normalises the values of one cassette (one instance per cassette: aliases are per cassette).
+
+    Two regimes: pydantic-ai's own classes (a missing field equals its default, stamps dropped by
+    name) and the user's values (tool arguments and returns, JSON schemas, outcome, observations),
+    which are compared as they are — ``0``, ``False``, ``None`` and a key named ``duration`` there are
+    what the model or the run saw. A value of no known kind is the user's (``kind=None``).
+    """
 
     def __init__(self, rules: Rules = Rules(), schema: Schema = EMPTY, workspaces: tuple[str, ...] = ()) -> None:
         self.rules = rules
@@ -176,9 +192,28 @@ class Normaliser:
             return self.aliases.text(value)
         return value
 
+    def _data(self, value: dict[str, Any]) -> dict[str, Any]:
+        """The user's own mapping: every key and value kept (ids and texts aliased as everywhere).
+        A dumped pydantic-ai message or part inside it (``all_messages()`` returned) is read as one."""
+        if value.get("kind") in ("request", "response") and "parts" in value:
+            return self._dict(value, self.schema.root("message") or ANY_CLASS)
+        if "part_kind" in value:
+            return self._dict(value, ANY_CLASS)
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if key in self._ignore_keys:
+                continue
+            if type(item) is str and key in _ID_KEYS and _GENERATED_ID.match(item):
+                out[key] = self.aliases.tool_id(item)
+            else:
+                out[key] = self.value(item)
+        return out
+
     def _dict(self, value: dict[str, Any], kind: Choice | None) -> dict[str, Any]:
         # The hot loop of every diff (each distinct message once): scalars are handled inline.
-        cls = kind.pick(value) if kind is not None else None
+        if kind is None:
+            return self._data(value)
+        cls = kind.pick(value)
         defaults = cls.defaults if cls is not None else None
         nested = cls.nested if cls is not None else None
         dropped = self._dropped
@@ -188,6 +223,9 @@ class Normaliser:
             if drop is None:
                 drop = dropped[key] = key in VOLATILE_KEYS or key.endswith("created_at") or key in self._ignore_keys
             if drop:
+                continue
+            if key in _DATA_FIELDS or (key == "content" and value.get("part_kind") in _DATA_CONTENT):
+                out[key] = self.value(item)  # the user's own value, whole: its 0, False and None are values
                 continue
             if item is None or item is False:
                 # Empty is the default unless the class declares another (its defaults are non-empty):
@@ -216,7 +254,7 @@ class Normaliser:
                     continue
                 out[key] = item
                 continue
-            norm = self.value(item, nested.get(key) if nested else None)
+            norm = self.value(item, (nested.get(key) if nested else None) or ANY_CLASS)
             if not _empty(norm):
                 out[key] = norm
         return out
@@ -234,7 +272,7 @@ class Normaliser:
 
     def root(self, value: Any, name: str) -> Any:
         """Normalise a value of a known root kind (``message``, ``parameters``, ``usage``)."""
-        return self.value(value, self.schema.root(name))
+        return self.value(value, self.schema.root(name) or ANY_CLASS)
 
 
 @contextlib.contextmanager
@@ -373,9 +411,14 @@ def _error(info: Any) -> dict[str, Any]:
 
 
 def _outcome(cassette: Cassette) -> dict[str, Any]:
-    out: dict[str, Any] = cassette.outcome.model_dump(exclude={"error": {"attributes"}})
-    if cassette.outcome.error is not None:
-        out["error"] = _error(cassette.outcome.error)
+    """The run's outcome as compared: its status, the output the scenario returned (the user's value,
+    ``None`` included when the run ended well) or the error it raised."""
+    outcome = cassette.outcome
+    out: dict[str, Any] = {"status": outcome.status}
+    if outcome.status == "ok" or outcome.output is not None:
+        out["output"] = outcome.output
+    if outcome.error is not None:
+        out["error"] = _error(outcome.error)
     return out
 
 
@@ -411,9 +454,9 @@ def _normalise(cassette: Cassette, rules: Rules, schema: Schema | None, conversa
     messages, message_digests = _messages(cassette, n, order)
     params = {ex.parameters for ex in cassette.exchanges if ex.parameters is not None}
     settings = {ex.settings for ex in cassette.exchanges if ex.settings is not None} - params
-    parameters_kind = n.schema.root("parameters")
+    parameters_kind = n.schema.root("parameters") or ANY_CLASS
     blobs = [
-        n.value(sent_parameters(b), parameters_kind) if i in params else n.settings(b) if i in settings else n.value(b)
+        n.value(sent_parameters(b), parameters_kind) if i in params else n.settings(b) if i in settings else n.value(b, ANY_CLASS)
         for i, b in enumerate(cassette.blobs)
     ]
     requests: dict[str, list[NormalRequest]] = {}
@@ -462,7 +505,7 @@ def _messages(cassette: Cassette, n: Normaliser, order: list[int] | None = None)
     """
     from .. import _facts
 
-    kind = n.schema.root("message")
+    kind = n.schema.root("message") or ANY_CLASS
     facts = _facts.active()
     token = n.schema.token
     table = cassette.messages

@@ -132,3 +132,20 @@ def test_a_nan_observation_equals_itself() -> None:
     other = c.model_copy(deep=True)
     other.observations[0].value = 1.0
     assert [o.path for o in diff(c, other).observations] == ["observations.score"]
+
+
+def test_a_value_that_changed_type_is_a_change() -> None:
+    """`==` has True == 1 and 5 == 5.0: an output converter returning float instead of int, an observation
+    True becoming 1, replayed SAME (the replay equal "but for stamps" took the same shortcut)."""
+    from replay.cassette import ObservationRecord, Outcome
+
+    c = cassette([["U1"]])
+    c.outcome = Outcome(status="ok", output={"total": 5})
+    c.observations = [ObservationRecord(name="flag", value=True)]
+    other = c.model_copy(deep=True)
+    other.outcome = Outcome(status="ok", output={"total": 5.0})
+    other.observations = [ObservationRecord(name="flag", value=1)]
+    d = diff(c, other)
+    assert d.changed and d.outcome is not None
+    assert [(o.path, o.kind) for o in d.observations] == [("observations.flag", "type")]
+    assert not diff(c, c.model_copy(deep=True)).changed

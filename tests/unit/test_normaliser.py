@@ -6,11 +6,11 @@ import dataclasses
 from typing import Literal
 
 from replay.cassette import Cassette, CassetteBuilder, Exchange, Header
-from replay.normaliser import Normaliser, Rules, normalise
+from replay.normaliser import ANY_CLASS, Normaliser, Rules, normalise
 from replay.normaliser._schema import compile_schema, describe, installed_schema, merge
 
 
-def test_volatile_keys_are_dropped_everywhere() -> None:
+def test_volatile_keys_are_dropped_from_pydantic_ais_values() -> None:
     n = Normaliser()
     got = n.value(
         {
@@ -19,7 +19,8 @@ def test_volatile_keys_are_dropped_everywhere() -> None:
             "conversation_id": "0190",
             "parts": [{"content": "hi", "timestamp": "x", "metadata": {"harness.created_at": "t", "keep": 1}}],
             "provider_response_id": "resp_1",
-        }
+        },
+        ANY_CLASS,
     )
     assert got == {"parts": [{"content": "hi", "metadata": {"keep": 1}}]}
 
@@ -29,7 +30,7 @@ def test_missing_field_equals_empty_default() -> None:
     old = {"parts": [{"content": "hi"}], "usage": {"input_tokens": 3}}
     new = {"parts": [{"content": "hi", "citations": None, "id": None}], "usage": {"input_tokens": 3, "cache_read_tokens": 0},
            "failed_attempts": [], "metadata": {}}
-    assert n.value(old) == Normaliser().value(new)
+    assert n.value(old, ANY_CLASS) == Normaliser().value(new, ANY_CLASS)
 
 
 def test_generated_tool_ids_are_aliased_consistently() -> None:
@@ -102,7 +103,7 @@ def test_an_empty_value_against_a_declared_non_empty_default_is_kept() -> None:
     n = Normaliser(schema=compile_schema(schema))
     got = n.root({"part_kind": "p", "mode": "", "n": 0, "other": 0, "flag": False, "none": None}, "message")
     assert got == {"part_kind": "p", "mode": "", "n": 0}
-    assert Normaliser().value(forbids) == {"output_mode": "tool"}  # no schema known: False is the empty default
+    assert Normaliser().value(forbids, ANY_CLASS) == {"output_mode": "tool"}  # no schema known: False is the empty default
 
 
 def test_defaults_apply_only_where_the_class_is() -> None:
@@ -288,3 +289,27 @@ def test_a_hostile_tool_kind_of_any_type_is_dropped_not_a_crash() -> None:
         params = sent_parameters({"function_tools": [{"name": "t", "tool_kind": kind}]})
         assert ("tool_kind" in params["function_tools"][0]) == (kind == "tool-search")
         assert ("tool_kind" in _without_part_kinds(part)) == (kind == "tool-search")
+
+
+def test_the_users_values_are_compared_as_they_are() -> None:
+    """Tool arguments, a tool's JSON schema, what a tool returned, the outcome and observations are the user's:
+    ``0``, ``False``, ``None`` and keys named like pydantic-ai's stamps (``duration``, ``model_id``) there are what
+    the model or the run saw. Dropped as "empty defaults" and "volatile keys", a tool returning ``0`` instead
+    of ``None``, ``seconds`` becoming ``milliseconds`` in a parameter's description and an outcome
+    ``{"is_valid": False}`` becoming ``None`` all replayed SAME."""
+    n = Normaliser(schema=compile_schema(installed_schema()))
+    call = {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "wait", "tool_call_id": "c1",
+                                          "args": {"duration": 30, "model_id": "m", "recursive": False, "offset": 0, "note": None}}]}
+    assert n.root(call, "message")["parts"][0]["args"] == {"duration": 30, "model_id": "m", "recursive": False, "offset": 0, "note": None}
+    ret = {"kind": "request", "parts": [{"part_kind": "tool-return", "tool_name": "count", "tool_call_id": "c1", "content": 0}]}
+    none = {"kind": "request", "parts": [{"part_kind": "tool-return", "tool_name": "count", "tool_call_id": "c1", "content": None}]}
+    assert n.root(ret, "message") != n.root(none, "message")
+    schema = {"type": "object", "additionalProperties": False,
+              "properties": {"duration": {"type": "integer", "minimum": 0, "default": 0, "description": "seconds"}}}
+    params = {"function_tools": [{"name": "wait", "parameters_json_schema": schema}], "output_mode": "text"}
+    assert n.root(params, "parameters")["function_tools"][0]["parameters_json_schema"] == schema
+    assert n.value({"is_valid": False}) == {"is_valid": False} != n.value({"is_valid": None})
+    # a pydantic-ai message the scenario returned (``all_messages()``) still loses its stamps
+    returned = [{"kind": "response", "timestamp": "2026-12-01T00:00:00Z", "run_id": "r",
+                 "parts": [{"part_kind": "text", "content": "hi", "id": None}]}]
+    assert n.value(returned) == [{"kind": "response", "parts": [{"part_kind": "text", "content": "hi"}]}]
