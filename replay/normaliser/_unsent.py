@@ -65,12 +65,27 @@ def sent_part(part: Any) -> Any:
     if kind == "user-prompt":
         content = part.get("content")
         if type(content) is list and any(type(c) is dict and "metadata" in c and "kind" in c for c in content):
-            out = {**out, "content": [_without(c, _META) if type(c) is dict and "kind" in c else c for c in content]}
+            content = [_without(c, _META) if type(c) is dict and "kind" in c else c for c in content]
+            out = {**out, "content": content}
+        if type(content) is list and len(content) == 1 and _plain_text(content[0]):
+            out = {**out, "content": content[0]["content"]}
     elif kind == "instruction-baseline":
         blocks = part.get("instructions")
         if type(blocks) is list and any(type(b) is dict and "id" in b for b in blocks):
             out = {**out, "instructions": [_without(b, _INSTRUCTION) if type(b) is dict else b for b in blocks]}
     return out
+
+
+_TEXT_KINDS = frozenset({"text", "text-content"})
+"""``TextContent``'s kind: ``text-content`` in the slims that have the class (2.60 on)."""
+
+
+def _plain_text(item: Any) -> bool:
+    """A ``TextContent`` with nothing but its text: as the only item of a prompt, the model is sent what a
+    plain string prompt sends. Harness 0.60 wraps a kept user message so (``[TextContent("U6",
+    metadata=<its marker>)]``, "which the model reads the same way"), which read as ``rewrapped``."""
+    return type(item) is dict and item.get("kind") in _TEXT_KINDS and type(item.get("content")) is str and \
+        item.keys() <= {"kind", "content", "metadata"} and item.get("metadata") is None
 
 
 def sent_message(message: Any) -> Any:

@@ -279,12 +279,13 @@ def test_one_extra_turn_is_inserted_entries_not_a_cascade(cli) -> None:
 
 
 def test_a_dropped_prompt_is_the_only_loss_when_the_rest_is_rewrapped(cli) -> None:
-    """seed001 on 0.54 drops the current prompt U11; kept prompts changed from list-of-text to plain string."""
+    """seed001 on 0.54 drops the current prompt U11; the summary moved from a compaction part to a system prompt.
+    The kept prompts, a one-item text list on 0.62 and a plain string on 0.54, are the same prompt (not rewrapped)."""
     doc = _diff_json(cli, NEW / "seed001" / "keep_user_messages_true.cassette", OLD / "seed001" / "keep_user_messages_true.cassette")
     (main,) = [r for r in doc["requests"] if r["role"] == "main"]
     assert main["lost"] == ["U11"]
     rewrapped = [e["label"] for e in main["entries"] if e["kind"] == "rewrapped"]
-    assert rewrapped == ["Summary.", "U6", "U7", "U8", "U9"]
+    assert rewrapped == ["Summary."]
 
 
 def test_paths_sort_naturally(cli) -> None:
@@ -378,3 +379,16 @@ def test_a_call_the_harness_cancelled_is_cancelled_again_on_replay(cli) -> None:
     for v in VERSIONS:  # and every version's recording agrees with 0.62's
         assert not _diff_json(cli, FIXTURES / f"harness-{v}/trust/guardrail_cancel.cassette",
                               FIXTURES / "harness-0.62.0/trust/guardrail_cancel.cassette")["changed"], v
+
+
+def test_a_kept_user_message_wrapped_in_one_text_item_is_the_same_prompt(cli) -> None:
+    """Harness 0.60 keeps a user message as ``[TextContent("U6", metadata=<marker>)]`` ("which the model reads
+    the same way"); with the marker left out as never sent, the one-item list still read ``rewrapped`` and
+    every keep_user_messages scenario was `changed` between 0.59 and 0.60. Real recordings on both."""
+    old, new = FIXTURES / "harness-0.59.0" / "seed001", FIXTURES / "harness-0.60.0" / "seed001"
+    wrapped = load(new / "compact_direct_keep_user_messages_true.cassette")
+    assert any(type(p.get("content")) is list for m in wrapped.messages for p in m.get("parts", [])
+               if p.get("part_kind") == "user-prompt")  # the wrapping is there to see through
+    r = cli("diff", old, new, "--format", "json")
+    doc = json.loads(r.out)
+    assert r.code == 0 and {s["status"] for s in doc["scenarios"].values()} == {"same"}, r.out
