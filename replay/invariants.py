@@ -110,10 +110,11 @@ class Compared:
         """New or worse: the replay broke the invariant more than the recording did."""
         return self.status in ("new", "worse")
 
-    def describe(self) -> str:
+    def describe(self, baseline: str = "recording") -> str:
+        """``baseline`` names the side graded against (``replay diff`` of two replays has no recording)."""
         text = self.violation.describe()
         if self.status in ("worse", "better") and self.recording is not None:
-            text += f" (recording: {self.recording.message})"
+            text += f" ({baseline}: {self.recording.message})"
         return text
 
     def as_json(self) -> dict[str, Any]:
@@ -1225,7 +1226,7 @@ def empty_summary(c: Cassette) -> Iterator[Violation]:
             "empty_summary",
             e.role,
             e.index,
-            f"empty summary {summary!r} accepted: {target} was sent {len(sent)} messages instead of {source}",
+            f"empty summary {summary!r} accepted: {target} was sent {len(sent)} message{'s' * (len(sent) != 1)} instead of {source}",
             {"summary": summary, "request": target, "source_messages": source, "sent_messages": len(sent)},
             measure={"messages_dropped": source - len(sent)},
         )
@@ -1407,7 +1408,7 @@ def cache_prefix_broken(c: Cassette) -> Iterator[Violation]:
             None,
             f"{len(items)} request{'s' * (len(items) != 1)} re-sent less of the previous request than it held, "
             f"editing its messages in place, none dropped and no summarizer between (cacheable/previous tokens: {where}{more}); "
-            f"{lost:,} tokens that could have come from the prompt cache were sent in full",
+            f"{lost:,} token{'s' * (lost != 1)} that could have come from the prompt cache {'were' if lost != 1 else 'was'} sent in full",
             evidence={"requests": [i for i, _, _ in items], "cached": [x for _, x, _ in items],
                       "previous": [p for _, _, p in items], "uncached": lost},
             identity=("requests",),

@@ -270,7 +270,8 @@ def entry_line(e: Entry) -> str:
 def violation_lines(d: Diff) -> list[str]:
     """The replay's own violations, each marked new / worse / unchanged / better / gone against the recording."""
     if d.violations:
-        return [f"violation ({c.status}): {c.describe()}" for c in d.violations]
+        baseline = "recording" if d.a_label == "recorded" else d.a_label
+        return [f"violation ({c.status}): {c.describe(baseline)}" for c in d.violations]
     return [f"violation (new): {v.describe()}" for v in d.new_violations]
 
 
