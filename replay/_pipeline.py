@@ -61,8 +61,10 @@ def record_scenarios(scenarios: Sequence[Scenario], cassettes: Path, *, force: b
         error = cassette.outcome.error
         detail = f"{plural(len(cassette.exchanges), 'request')}, outcome {cassette.outcome.status}"
         if error is not None:  # the author should see it now, whether expected or not
-            message = error.message.splitlines()[0] if error.message else ""
-            detail += f" {error.type.rsplit('.', 1)[-1]}: {message[:120]}"
+            import textwrap
+
+            message = textwrap.shorten(error.message.splitlines()[0], 120, placeholder=" …") if error.message else ""
+            detail += f" {error.type.rsplit('.', 1)[-1]}: {message}"
         undeclared = not_as_declared(sc, cassette)
         if undeclared is not None:
             out.append(RecordOutcome(sc.id, path, "error", f"{undeclared}; nothing written"))
@@ -156,6 +158,8 @@ def same_versions_warning(a: Cassette, b: Cassette, d: Diff) -> list[str]:
     if not d.changed or None in (ha.harness_version, ha.slim_version) or \
             (ha.harness_version, ha.slim_version) != (hb.harness_version, hb.slim_version):
         return []
+    if ha.source_hash and hb.source_hash and ha.source_hash != hb.source_hash:
+        return []  # the differ's own warning names the edit; `--check-determinism` would find nothing
     return [f"both sides ran harness {ha.harness_version} and pydantic-ai-slim {ha.slim_version}: the change comes from "
             "the scenario (its code or helpers, its inputs, or something unseeded: set order, the clock, random), "
             "not the harness; `replay record --check-determinism 3` tells the two apart"]

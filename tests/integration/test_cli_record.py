@@ -166,3 +166,22 @@ def load_bytes_hash(data: bytes) -> str | None:
     from replay.cassette import loads
 
     return loads(data).header.source_hash
+
+
+LONG_ERROR = '''
+from replay import Run, scenario
+
+
+@scenario("errs/long", expect_error="ValueError")
+async def long(run: Run) -> None:
+    raise ValueError("Exceeded the total_tokens_limit of 20 (total_tokens=101). Consider raising the limit, "
+                     "or see the docs on usage limits for budgeting the tokens of a long run of an agent")
+'''
+
+
+def test_a_long_error_message_is_cut_between_words(cli, project: Path) -> None:
+    """The record line cut the message at 120 characters, mid-word ("… usage limits fo)")."""
+    (project / "scenarios" / "errs.py").write_text(LONG_ERROR)
+    r = cli("record")
+    (line,) = [ln for ln in r.out.splitlines() if "errs/long" in ln]
+    assert line.endswith("Consider raising the limit, or see the docs on usage limits …)"), line

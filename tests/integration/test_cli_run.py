@@ -116,6 +116,18 @@ def test_edited_scenario_is_flagged_but_not_a_change(cli, write_scenario, projec
     assert "source changed since the recording" in r.out
 
 
+def test_an_edited_scenario_that_changed_is_blamed_on_the_edit_alone(cli, write_scenario, project: Path) -> None:
+    """Both warnings came together: the edit, and "the change comes from the scenario ... `--check-determinism`
+    tells the two apart", whose advice finds nothing when the scenario's own code was edited."""
+    path = write_scenario()
+    cli("record")
+    path.write_text(path.read_text().replace('f"turn {turn}"', 'f"step {turn}"'))
+    cell = json.loads(cli("run", "--format", "json").out)["scenarios"]["simple/compact"]
+    assert cell["status"] == "changed"
+    assert [w for w in cell["warnings"] if "source changed since the recording" in w]
+    assert not [w for w in cell["warnings"] if w.startswith("both sides ran harness ")], cell["warnings"]
+
+
 def test_editing_elsewhere_in_the_file_is_not_flagged(cli, write_scenario, project: Path) -> None:
     """The hash covers the scenario function and its decorator, not its neighbours in the file."""
     path = write_scenario()
