@@ -174,7 +174,12 @@ def _estimates_lines(d: Diff) -> list[str]:
             continue
         a = ", ".join("-" if m.estimate_a is None else str(m.estimate_a) for m in mains)
         b = ", ".join("-" if m.estimate_b is None else str(m.estimate_b) for m in mains)
-        lines.append(f"{role} request estimates: {d.a_label} [{a}] → {d.b_label} [{b}]")
+        order = [m.index for m in mains]
+        which = ""
+        if order != sorted(order):  # two conversations of one role (two unnamed agents): say whose figure is where
+            shown = ", ".join(f"{role}[{i}]" for i in order[:12]) + (", …" if len(order) > 12 else "")
+            which = f" (in conversation order: {shown})"
+        lines.append(f"{role} request estimates{which}: {d.a_label} [{a}] → {d.b_label} [{b}]")
     return lines
 
 

@@ -72,3 +72,15 @@ def test_a_run_without_model_calls_says_so_instead_of_an_empty_count() -> None:
 
     lines = diff_lines(diff(Cassette(outcome=Outcome(output=1)), Cassette(outcome=Outcome(output=2))))
     assert "requests per role: none (no model was called)" in lines
+
+
+def test_estimates_of_two_conversations_of_one_role_say_whose_figure_is_where() -> None:
+    """Two unnamed agents (both `main`), run A, B, A: the list is in conversation order, [3, 6, 3] → [3, 6, 4],
+    next to "main[1] changed, estimate 3→4", which is the third figure, not the second."""
+    mains = [MainRequest("main", 0, 1, 1, 3, 3), MainRequest("main", 2, 3, 3, 6, 6), MainRequest("main", 1, 1, 1, 3, 4)]
+    d = Diff("s/two", "recorded", "replayed", [RoleCount("main", 3, 3)], [], mains, None, [])
+    (line,) = [ln for ln in diff_lines(d) if "request estimates" in ln]
+    assert line == "main request estimates (in conversation order: main[0], main[2], main[1]): recorded [3, 6, 3] → replayed [3, 6, 4]"
+    d.main_requests = sorted(mains, key=lambda m: m.index)
+    (line,) = [ln for ln in diff_lines(d) if "request estimates" in ln]
+    assert line == "main request estimates: recorded [3, 3, 6] → replayed [3, 4, 6]"
