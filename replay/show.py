@@ -100,6 +100,29 @@ def _part(part: dict[str, Any]) -> str:
     return " ".join(bits)
 
 
+def _sent_with(cassette: Cassette, ex: Any, messages: list[Any]) -> Iterator[str]:
+    """What the model was sent besides the messages: the instructions, the tools and output mode, the
+    settings (without them two cassettes that differ only in an instruction or an output mode read the same)."""
+    instructions = next((m.get("instructions") for m in reversed(messages)
+                         if isinstance(m, dict) and m.get("kind") == "request" and m.get("instructions")), None)
+    if instructions:
+        text = instructions if isinstance(instructions, str) else _line(instructions)
+        yield f"  instructions {text if len(text) <= 160 else text[:157] + '...'!r}"
+    params = cassette.blobs[ex.parameters] if ex.parameters is not None and ex.parameters < len(cassette.blobs) else None
+    if isinstance(params, dict):
+        def names(key: str) -> str:
+            return ", ".join(str(t.get("name")) for t in params.get(key) or [] if isinstance(t, dict))
+
+        bits = [f"tools {tools}" if (tools := names("function_tools")) else "",
+                f"output tools {outs}" if (outs := names("output_tools")) else "",
+                f"output mode {params['output_mode']}" if params.get("output_mode") not in (None, "text") else ""]
+        if any(bits):
+            yield "  " + "; ".join(b for b in bits if b)
+    settings = cassette.blobs[ex.settings] if ex.settings is not None and ex.settings < len(cassette.blobs) else None
+    if settings:
+        yield f"  settings {_line(settings)}"
+
+
 def _message(message: dict[str, Any]) -> str:
     """One line a person can read: the message kind, then each part's kind and content."""
     return f"{message.get('kind', '?')}: " + " | ".join(_part(p) for p in message.get("parts", []))
@@ -183,7 +206,9 @@ def _raw_lines(cassette: Cassette, *, normalized: bool = False) -> Iterator[str]
         est = f" estimate {ex.estimate}" if ex.estimate is not None else ""
         carried = " (answer carried over from a different request)" if ex.carried_over else ""
         yield f"== {ex.role}[{ex.index}] {ex.kind} model {ex.model_name}{est}{carried}"
-        for j, m in enumerate(cassette.expand(ex.messages)):
+        messages = cassette.expand(ex.messages)
+        yield from _sent_with(cassette, ex, messages)
+        for j, m in enumerate(messages):
             yield f"  [{j}] {_message(m)}"
         if ex.response is not None:
             yield f"  => {_message(cassette.messages[ex.response])}"

@@ -93,3 +93,19 @@ def test_show_json_is_strict_json_with_a_nan_observation(cli, tmp_path: Path) ->
         out = cli("show", path, "--format", "json", *args).out
         doc = json.loads(out, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
         assert doc["observations"] == [{"name": "score", "value": "NaN"}, {"name": "xs", "value": ["Infinity"]}], args
+
+
+def test_readable_view_shows_instructions_tools_output_mode_and_settings(cli, tmp_path: Path) -> None:
+    """Two cassettes differing only in an instruction, an output mode (NativeOutput vs PromptedOutput) or a
+    temperature read the same in `show`: only the messages' parts were printed."""
+    out = cli("show", ROOT / "cassettes" / "coverage" / "tool_call.cassette").out
+    assert "== main[0] request model function:_add_then_answer: estimate 3\n  tools add\n  [0] request:" in out
+    out = cli("show", LONG).out
+    assert "\n  instructions 'You are a context summarization assistant. Extract the most important" in out
+    from replay.cassette import load, save
+
+    c = load(ROOT / "cassettes" / "coverage" / "tool_call.cassette")
+    c.blobs.append({"temperature": 0.0})
+    c.exchanges[0].settings = len(c.blobs) - 1
+    out = cli("show", save(c, tmp_path / "t.cassette")).out
+    assert "  tools add\n  settings {\"temperature\": 0.0}\n" in out
