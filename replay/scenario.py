@@ -253,7 +253,8 @@ _HASHED_MODULE = r"^(replay_scenarios\..+)_[0-9a-f]{16}(?=\.|$)"
 
 def stable_name(dotted: str) -> str:
     """A dotted name in a scenario file's module without the hash that makes the module's name unique
-    (``replay_scenarios.custom_3f…e1.BadAnswer`` → ``replay_scenarios.custom.BadAnswer``): what a
+    (``replay_scenarios.group.custom_3f…e1.BadAnswer`` → ``replay_scenarios.group.custom.BadAnswer`` for
+    ``scenarios/group/custom.py``): what a
     cassette records, since the hash covers the file's absolute path and bytes, so an edit anywhere in the
     file or a CI checkout elsewhere named the scenario's own exception class differently."""
     import re
@@ -272,11 +273,26 @@ def scenario_module(name: str) -> Any:
     return next((m for n, m in reversed(list(sys.modules.items())) if pattern.fullmatch(n)), None)
 
 
-def _import_file(path: Path) -> list[Scenario]:
+def _module_path(path: Path, root: Path | None) -> str:
+    """The file's place as a dotted name: below the scenarios folder (or the working directory), so two
+    files of one name in different folders stay apart and a checkout elsewhere names them alike."""
+    for base in (root, Path.cwd()):
+        if base is None:
+            continue
+        try:
+            rel = path.relative_to(base.resolve())
+        except ValueError:
+            continue
+        return ".".join(rel.with_suffix("").parts)
+    return path.stem
+
+
+def _import_file(path: Path, root: Path | None = None) -> list[Scenario]:
     """Import a scenario file under a private module name and return what it registered.
 
     The module name hashes the file's path and content, so an edited file is imported
-    afresh (its old registrations dropped) while an unchanged one is imported once.
+    afresh (its old registrations dropped) while an unchanged one is imported once; without
+    the hash (:func:`stable_name`) it is the file's place below ``root``, the scenarios folder.
     """
     import hashlib
     import importlib.util
@@ -287,7 +303,7 @@ def _import_file(path: Path) -> list[Scenario]:
     except OSError as exc:
         raise ReplayUsageError(f"{path}: cannot read: {exc.strerror}") from None
     digest = hashlib.blake2b(str(path).encode() + b"\0" + source, digest_size=8).hexdigest()
-    name = f"replay_scenarios.{path.stem}_{digest}"
+    name = f"replay_scenarios.{_module_path(path, root)}_{digest}"
     if name not in sys.modules:
         for sid in [sid for sid, s in _REGISTRY.items() if s.path == path]:
             del _REGISTRY[sid]
@@ -416,7 +432,7 @@ def discover(
         file = file.resolve()
         if file not in failed:
             try:
-                return _import_file(file)
+                return _import_file(file, default_dir)
             except ReplayUsageError as exc:
                 if failures is None:
                     raise
@@ -459,7 +475,7 @@ def declared(targets: Iterable[str], default_dir: Path = Path("scenarios")) -> d
     def add(file: Path, target: str | None) -> bool:
         ids = declared_ids(file)
         if ids is None:
-            found = [(s.id, s.path or file) for s in _import_file(file)]
+            found = [(s.id, s.path or file) for s in _import_file(file, default_dir)]
         else:
             found = [(i, file.resolve()) for i in ids]
         hits = [(i, f) for i, f in found if target is None or _matches(i, target)]

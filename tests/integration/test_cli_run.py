@@ -307,3 +307,18 @@ def test_a_scenarios_own_exception_class_survives_an_edit_and_another_checkout(c
         save(c, clone / "cassettes" / f"{sid}.cassette")
     r = cli("run", "--format", "json")
     assert r.code == 0 and {s["status"] for s in json.loads(r.out)["scenarios"].values()} == {"same"}, r.out
+
+
+def test_two_scenario_files_of_one_name_keep_their_own_exception_classes(cli, project: Path) -> None:
+    """`scenarios/a/errs.py` and `scenarios/b/errs.py` both define `Overloaded`: recorded as one name, the replay
+    of one raised the other file's class, which its `except` did not catch (`changed`, blamed on the scenario)."""
+    for group in ("a", "b"):
+        (project / "scenarios" / group).mkdir()
+        (project / "scenarios" / group / "errs.py").write_text(OWN_ERRORS.replace('"own/', f'"{group}/'))
+    assert cli("record").code == 0
+    from replay.cassette import load
+
+    caught = load(project / "cassettes" / "a" / "caught.cassette")
+    assert {ex.error.type for ex in caught.exchanges if ex.error} == {"replay_scenarios.a.errs.Overloaded"}
+    r = cli("run", "--format", "json")
+    assert r.code == 0 and {s["status"] for s in json.loads(r.out)["scenarios"].values()} == {"same"}, r.out
