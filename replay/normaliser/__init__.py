@@ -30,7 +30,7 @@ from ..cassette import Cassette, Exchange
 from ..scenario import stable_name
 from ..scrub import PLACEHOLDER_RE
 from ._schema import EMPTY, Choice, Schema, compile_schema, installed_schema, merge
-from ._unsent import sent_message, sent_parameters
+from ._unsent import sent_message, sent_parameters, sent_part
 
 VOLATILE_KEYS = frozenset(
     {
@@ -153,8 +153,9 @@ ANY_CLASS = Choice()
 
 _DATA_FIELDS = frozenset({"args", "parameters_json_schema", "outer_typed_dict_key"})
 """Fields of pydantic-ai's classes that hold the user's own values: a tool call's arguments, a tool's JSON schema."""
-_DATA_CONTENT = frozenset({"tool-return", "builtin-tool-return"})
-"""Part kinds whose ``content`` is what the tool returned."""
+_DATA_CONTENT = frozenset({"tool-return", "builtin-tool-return", "retry-prompt"})
+"""Part kinds whose ``content`` is the user's: what the tool returned, the validation errors a retry sends
+back (with the ``input`` the model gave, ``0`` and ``None`` included)."""
 
 
 class Normaliser:
@@ -196,17 +197,22 @@ class Normaliser:
         """The user's own mapping: every key and value kept (ids and texts aliased as everywhere).
         A dumped pydantic-ai message or part inside it (``all_messages()`` returned) is read as one."""
         if value.get("kind") in ("request", "response") and "parts" in value:
-            return self._dict(value, self.schema.root("message") or ANY_CLASS)
+            return self._dict(sent_message(value), self.schema.root("message") or ANY_CLASS)
         if "part_kind" in value:
-            return self._dict(value, ANY_CLASS)
+            return self._dict(sent_part(value), ANY_CLASS)
         out: dict[str, Any] = {}
+        private = False
         for key, item in value.items():
             if key in self._ignore_keys:
                 continue
-            if type(item) is str and key in _ID_KEYS and _GENERATED_ID.match(item):
+            if key[:1] == "_":
+                private = True
+            elif type(item) is str and key in _ID_KEYS and _GENERATED_ID.match(item):
                 out[key] = self.aliases.tool_id(item)
             else:
                 out[key] = self.value(item)
+        if private:  # an object's private state (an `AgentRunResult` returned: `_state`) is pydantic-ai's, not the user's
+            out.update(self._dict({k: v for k, v in value.items() if k[:1] == "_"}, ANY_CLASS))
         return out
 
     def _dict(self, value: dict[str, Any], kind: Choice | None) -> dict[str, Any]:

@@ -313,3 +313,25 @@ def test_the_users_values_are_compared_as_they_are() -> None:
     returned = [{"kind": "response", "timestamp": "2026-12-01T00:00:00Z", "run_id": "r",
                  "parts": [{"part_kind": "text", "content": "hi", "id": None}]}]
     assert n.value(returned) == [{"kind": "response", "parts": [{"part_kind": "text", "content": "hi"}]}]
+
+
+def test_what_the_users_values_hold_of_pydantic_ais_own_is_normalised_as_pydantic_ais() -> None:
+    """An `AgentRunResult` returned (its private `_state` gained empty fields between slims: `changed`
+    across versions), a message observed with a part's `metadata` (a timing, never sent), a retry's
+    validation errors (their `input` of 0 or None is what the model is sent back)."""
+    n = Normaliser(schema=compile_schema(installed_schema()))
+    old = {"output": "done", "_state": {"run_step": 2, "default_output_modes": {}}, "_output_tool_name": None}
+    new = {"output": "done", "_state": {"run_step": 2, "default_output_modes": None}}
+    assert n.value(old) == Normaliser().value(new) == {"output": "done", "_state": {"run_step": 2}}
+    timed = [{"kind": "request", "parts": [{"part_kind": "tool-return", "tool_name": "t", "content": "v",
+                                            "metadata": {"latency_ms": 202}}]}]
+    other = [{"kind": "request", "parts": [{"part_kind": "tool-return", "tool_name": "t", "content": "v",
+                                            "metadata": {"latency_ms": 844}}]}]
+    assert n.value(timed) == Normaliser().value(other)
+
+    def retry(value: object) -> object:
+        part = {"part_kind": "retry-prompt", "tool_name": "get", "tool_call_id": "c1",
+                "content": [{"type": "greater_than_equal", "loc": ["n"], "msg": "Input should be >= 1", "input": value}]}
+        return Normaliser().root({"kind": "request", "parts": [part]}, "message")
+
+    assert retry(0) != retry(None) != retry("")
