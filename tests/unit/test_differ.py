@@ -149,3 +149,17 @@ def test_a_value_that_changed_type_is_a_change() -> None:
     assert d.changed and d.outcome is not None
     assert [(o.path, o.kind) for o in d.observations] == [("observations.flag", "type")]
     assert not diff(c, c.model_copy(deep=True)).changed
+
+
+def test_a_cancelled_calls_message_is_not_compared() -> None:
+    """A parallel guardrail cancelling a streamed call: anyio's message names the cancel scope and the task by
+    id ("Cancelled via cancel scope 7f28648b4860 by <Task cancelling name='Task-41' …"), new in every run, so
+    the scenario was `changed` against itself and `--check-determinism` said its recordings differ."""
+    from replay.cassette import ErrorInfo
+
+    a, b = cassette([["U1"]]), cassette([["U1"]])
+    a.exchanges[0].error = ErrorInfo(type="asyncio.exceptions.CancelledError", message="Cancelled via cancel scope 7f28648b4860 by <Task-41>")
+    b.exchanges[0].error = ErrorInfo(type="asyncio.exceptions.CancelledError", message="Cancelled via cancel scope 7f26b3e15d00 by <Task-39>")
+    assert not diff(a, b).changed
+    b.exchanges[0].error = ErrorInfo(type="pydantic_ai.exceptions.ModelHTTPError", message="Cancelled via cancel scope 7f28648b4860 by <Task-41>")
+    assert diff(a, b).changed
