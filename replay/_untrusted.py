@@ -104,12 +104,33 @@ def finite(value: Any) -> Any:
     return value
 
 
+class _StrictEncoder(json.JSONEncoder):
+    """Writes NaN and infinity as text, as :func:`finite` does, while it writes: no walk of the value first
+    (``show --format json`` of a large cassette streams). With ``indent`` the standard library encodes in
+    Python anyway, through the same ``_make_iterencode`` given this ``floatstr``."""
+
+    def iterencode(self, o: Any, _one_shot: bool = False) -> Iterator[str]:
+        def floatstr(value: float) -> str:
+            if value != value:
+                return '"NaN"'
+            if value in (float("inf"), float("-inf")):
+                return '"Infinity"' if value > 0 else '"-Infinity"'
+            return float.__repr__(value)
+
+        encoder = json.encoder.encode_basestring_ascii if self.ensure_ascii else json.encoder.encode_basestring
+        make = json.encoder._make_iterencode  # type: ignore[attr-defined]
+        return make(  # type: ignore[no-any-return]
+            {} if self.check_circular else None, self.default, encoder, self.indent, floatstr,
+            self.key_separator, self.item_separator, self.sort_keys, self.skipkeys, _one_shot,
+        )(o, 0)
+
+
 def json_chunks(value: Any, **kwargs: Any) -> Iterator[str]:
     """:func:`dumps_json` in pieces, so a caller with an output budget can stop early."""
     kwargs.setdefault("ensure_ascii", False)
     kwargs.setdefault("default", str)
     unsafe = _unsafe_in_json()
-    for chunk in json.JSONEncoder(**kwargs).iterencode(value):
+    for chunk in _StrictEncoder(**kwargs).iterencode(value):
         yield unsafe.sub(_json_char, chunk) if unsafe.search(chunk) else chunk
 
 

@@ -111,7 +111,8 @@ def _sent_with(cassette: Cassette, ex: Any, messages: list[Any]) -> Iterator[str
     params = cassette.blobs[ex.parameters] if ex.parameters is not None and ex.parameters < len(cassette.blobs) else None
     if isinstance(params, dict):
         def names(key: str) -> str:
-            return ", ".join(str(t.get("name")) for t in params.get(key) or [] if isinstance(t, dict))
+            tools = params.get(key)
+            return ", ".join(str(t.get("name")) for t in tools if isinstance(t, dict)) if isinstance(tools, list) else ""
 
         bits = [f"tools {tools}" if (tools := names("function_tools")) else "",
                 f"output tools {outs}" if (outs := names("output_tools")) else "",
@@ -276,16 +277,14 @@ class _Scrubbed(list):  # type: ignore[type-arg]
     3,500 requests each re-send 1,000 messages."""
 
     def __iter__(self) -> Iterator[Any]:
-        from ._untrusted import finite
         from .scrub import redact
 
-        return (finite(redact(item)) for item in list.__iter__(self))
+        return (redact(item) for item in list.__iter__(self))
 
 
 def scrubbed_lazily(doc: dict[str, Any]) -> dict[str, Any]:
-    """``doc`` (``render_json``) with its long lists scrubbed item by item as they are written, and
-    NaN/infinity as text there too (strict JSON, as every other JSON output: ``jq`` refuses bare ``NaN``)."""
-    from ._untrusted import finite
+    """``doc`` (``render_json``) with its long lists scrubbed item by item as they are written (NaN and
+    infinity are written as text by ``json_chunks``: strict JSON, as every other JSON output)."""
     from .scrub import redact
 
     out: dict[str, Any] = {}
@@ -295,7 +294,7 @@ def scrubbed_lazily(doc: dict[str, Any]) -> dict[str, Any]:
         elif isinstance(value, dict) and value and all(isinstance(v, list) for v in value.values()):
             out[key] = {redact(k): _Scrubbed(v) for k, v in value.items()}  # requests by role
         else:
-            out[key] = finite(redact(value))
+            out[key] = redact(value)
     return out
 
 

@@ -84,7 +84,7 @@ def _plain_text(item: Any) -> bool:
     """A ``TextContent`` with nothing but its text: as the only item of a prompt, the model is sent what a
     plain string prompt sends. Harness 0.60 wraps a kept user message so (``[TextContent("U6",
     metadata=<its marker>)]``, "which the model reads the same way"), which read as ``rewrapped``."""
-    return type(item) is dict and item.get("kind") in _TEXT_KINDS and type(item.get("content")) is str and \
+    return type(item) is dict and type(item.get("kind")) is str and item["kind"] in _TEXT_KINDS and type(item.get("content")) is str and \
         item.keys() <= {"kind", "content", "metadata"} and item.get("metadata") is None
 
 

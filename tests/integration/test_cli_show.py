@@ -109,3 +109,15 @@ def test_readable_view_shows_instructions_tools_output_mode_and_settings(cli, tm
     c.exchanges[0].settings = len(c.blobs) - 1
     out = cli("show", save(c, tmp_path / "t.cassette")).out
     assert "  tools add\n  settings {\"temperature\": 0.0}\n" in out
+
+
+def test_hostile_request_parameters_are_shown_not_a_crash(cli, tmp_path: Path) -> None:
+    """`make reliability`: a cassette whose `function_tools` is `true` crashed the readable view."""
+    from replay.cassette import load, save
+
+    c = load(ROOT / "cassettes" / "coverage" / "tool_call.cassette")
+    params = c.blobs[c.exchanges[0].parameters]
+    params["function_tools"], params["output_tools"], params["output_mode"] = True, [1, None], ["tool"]
+    r = cli("show", save(c, tmp_path / "hostile.cassette"))
+    assert r.code == 0 and "Traceback" not in r.err, r.err
+    assert "estimate 3\n  output mode ['tool']\n  [0] request:" in r.out, r.out

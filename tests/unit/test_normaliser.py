@@ -335,3 +335,11 @@ def test_what_the_users_values_hold_of_pydantic_ais_own_is_normalised_as_pydanti
         return Normaliser().root({"kind": "request", "parts": [part]}, "message")
 
     assert retry(0) != retry(None) != retry("")
+
+
+def test_a_hostile_content_item_kind_is_no_crash() -> None:
+    """`make reliability`: a user-prompt item whose `kind` is a list reached a set membership (TypeError)."""
+    from replay.normaliser._unsent import sent_part
+
+    part = {"part_kind": "user-prompt", "content": [{"kind": ["text"], "content": "x"}]}
+    assert sent_part(part) is part
