@@ -41,6 +41,8 @@ __all__ = ["PLACEHOLDER_RE", "ScrubConfig", "Scrubber", "compile_patterns", "red
 
 _MIN_LEN = 8  # no secret we can recognise hides in a shorter string
 _MAX_PASSES = 4  # re-scan until nothing changes, so scrub() is idempotent
+_MEMO_CHARS = 64 << 20
+"""Characters of text :meth:`Scrubber._learned_in` may keep alive for its memo."""
 _LEARN_MIN = 8  # a value found by context is scrubbed everywhere else only if this long
 _INDEX_FROM = 64  # learned values past which a text's own prefixes are looked up instead of testing each value
 _MAX_VALUE = 2048
@@ -406,6 +408,9 @@ class Scrubber:
         self._use_env = True
         self._gates = _GATES
         """Shape gates worth testing: all, or those a cassette's whole text holds (see :func:`scrub_cassette`)."""
+        self._learned_memo: dict[str, list[str]] = {}
+        """What :meth:`_learned_in` found in a text, while no value has been learned since."""
+        self._learned_memo_chars = 0
         self._learned_index: dict[str, list[str]] | None = None
         """Learned values by their first ``_LEARN_MIN`` characters, once there are many (see :meth:`_learned_in`)."""
         self._literal_res: dict[frozenset[str], re.Pattern[str]] = {}
@@ -429,6 +434,8 @@ class Scrubber:
     def _learn(self, secret: str) -> None:
         if len(secret) >= _LEARN_MIN and secret not in self._learned:
             self._learned.add(secret)
+            self._learned_memo.clear()
+            self._learned_memo_chars = 0
             if self._learned_index is not None:
                 self._learned_index.setdefault(secret[:_LEARN_MIN], []).append(secret)
 
@@ -442,6 +449,17 @@ class Scrubber:
         """
         if len(self._learned) <= _INDEX_FROM:
             return [lit for lit in self._learned if lit in text]
+        memo = self._learned_memo.get(text)
+        if memo is not None:  # one text is screened, then walked, then written: each scan is a pass over all of it
+            return memo
+        if len(self._learned_memo) >= 1024 or self._learned_memo_chars + len(text) > _MEMO_CHARS:
+            self._learned_memo.clear()  # what it holds alive stays bounded, however large the texts
+            self._learned_memo_chars = 0
+        found = self._learned_memo[text] = self._learned_scan(text)
+        self._learned_memo_chars += len(text)
+        return found
+
+    def _learned_scan(self, text: str) -> list[str]:
         index = self._learned_index
         if index is None:
             index = self._learned_index = {}

@@ -205,14 +205,14 @@ class Normaliser:
         for key, item in value.items():
             if key in self._ignore_keys:
                 continue
-            if key[:1] == "_":
+            if type(key) is str and key[:1] == "_":
                 private = True
             elif type(item) is str and key in _ID_KEYS and _GENERATED_ID.match(item):
                 out[key] = self.aliases.tool_id(item)
             else:
                 out[key] = self.value(item)
         if private:  # an object's private state (an `AgentRunResult` returned: `_state`) is pydantic-ai's, not the user's
-            out.update(self._dict({k: v for k, v in value.items() if k[:1] == "_"}, ANY_CLASS))
+            out.update(self._dict({k: v for k, v in value.items() if type(k) is str and k[:1] == "_"}, ANY_CLASS))
         return out
 
     def _dict(self, value: dict[str, Any], kind: Choice | None) -> dict[str, Any]:
@@ -230,7 +230,7 @@ class Normaliser:
                 drop = dropped[key] = key in VOLATILE_KEYS or key.endswith("created_at") or key in self._ignore_keys
             if drop:
                 continue
-            if key in _DATA_FIELDS or (key == "content" and value.get("part_kind") in _DATA_CONTENT):
+            if key in _DATA_FIELDS or (key == "content" and type(kind_of := value.get("part_kind")) is str and kind_of in _DATA_CONTENT):
                 out[key] = self.value(item)  # the user's own value, whole: its 0, False and None are values
                 continue
             if item is None or item is False:

@@ -343,3 +343,11 @@ def test_a_hostile_content_item_kind_is_no_crash() -> None:
 
     part = {"part_kind": "user-prompt", "content": [{"kind": ["text"], "content": "x"}]}
     assert sent_part(part) is part
+
+
+def test_a_hostile_part_kind_is_no_crash() -> None:
+    """`make reliability`: a part whose `part_kind` is a mapping reached a set membership (TypeError)."""
+    n = Normaliser(schema=compile_schema(installed_schema()))
+    got = n.root({"kind": "request", "parts": [{"part_kind": {"x": 1}, "content": 0}]}, "message")
+    assert got == {"kind": "request", "parts": [{"part_kind": {"x": 1}}]}
+    assert n.value({1: "a", "_p": None, "b": 0}) == {1: "a", "b": 0}

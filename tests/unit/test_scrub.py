@@ -640,3 +640,22 @@ def test_a_key_digit_is_looked_for_in_its_first_256_characters() -> None:
     assert s.scrub_text("key sk-ant-" + "a" * 250 + "1b") == "key <secret:anthropic:1>"
     assert s.scrub_text("key sk-" + "a" * 300 + "1b").startswith("key sk-aaa")  # past the bound: not a key shape
     assert s.scrub_text("sk-" * 5000) == "sk-" * 5000
+
+
+def test_a_text_scanned_again_after_a_new_value_is_learned_finds_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The learned values a text holds are remembered per text (one text is screened, walked and written: a
+    hostile one with 20,000 values was scanned 12 times), but only while no value has been learned since."""
+    import replay.scrub as module
+
+    monkeypatch.setattr(module, "_INDEX_FROM", 0)
+    s = Scrubber(ScrubConfig(env={}))
+    s._learn("alphaSECRET1")
+    text = "x alphaSECRET1 y betaSECRET22 z"
+    assert s._learned_in(text) == ["alphaSECRET1"]
+    assert s._learned_in(text) is s._learned_in(text)  # remembered
+    s._learn("betaSECRET22")
+    assert sorted(s._learned_in(text)) == ["alphaSECRET1", "betaSECRET22"]
+    monkeypatch.setattr(module, "_MEMO_CHARS", 10)  # past its bound the memo starts over: one text held at most
+    s._learned_memo.clear()
+    s._learned_memo_chars = 0
+    assert s._learned_in(text) == s._learned_in(text) and len(s._learned_memo) == 1
