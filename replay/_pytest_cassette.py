@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._determinism import deterministic_ids
 from ._interception import Call, session_scope
 from ._pytest import Action, Mode, Status, scenario_id, shown
 from ._pytest_report import Paint, _plain, failure_lines
@@ -110,6 +111,9 @@ class TestCassette:
             else:  # recording is the one moment a model may be called, whatever the conftest switched off
                 stack.enter_context(_model_requests_allowed())
             stack.enter_context(session_scope(self.session, process_wide=True))
+            # as `replay record`/`run` do for a scenario: ids a harness puts in prompts (spill handles, plan
+            # step ids) repeat, and the harness's temporary files are the test's own
+            stack.enter_context(deterministic_ids(self.session.cassette.header.scenario_id or self.nodeid))
             yield self
 
     # ----------------------------------------------------------------- messages

@@ -932,3 +932,55 @@ def test_echo_password():
     replayed = run(pytester, monkeypatch, CI="1")
     replayed.assert_outcomes(failed=1)
     assert "holds answers with scrubbed secrets (<secret:…>)" in output(replayed) and "scrub-exempt" in output(replayed)
+
+
+SPILL_TEST = '''
+import re
+import tempfile
+import uuid
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import FunctionModel
+from pydantic_ai_harness.tool_output_limits import Band, LocalFileStore, Spill, ToolOutputLimits, Truncate
+
+
+def answer(messages, info):
+    returns = [p for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
+    if not returns:
+        return ModelResponse(parts=[ToolCallPart("rows", {}, tool_call_id="c1")])
+    if len(returns) == 1:
+        handle = re.search(r"stored to handle '([^']+)'", str(returns[0].content)).group(1)
+        return ModelResponse(parts=[ToolCallPart("read_tool_result", {"handle": handle}, tool_call_id="c2")])
+    return ModelResponse(parts=[TextPart(f"read back {len(str(returns[1].content))} chars")])
+
+
+@pytest.mark.replay
+def test_spill():
+    limits = ToolOutputLimits(bands=[Band(over=200, action=Spill(then=Truncate(max_chars=80)))], store=LocalFileStore())
+    agent = Agent(FunctionModel(answer), capabilities=[limits])
+
+    @agent.tool_plain
+    def rows() -> str:
+        return "\\\\n".join(f"row {i}: green" for i in range(60))
+
+    assert agent.run_sync(f"Read every row. ({uuid.uuid4()})").output.startswith("read back ")
+'''
+
+
+def test_a_tests_ids_repeat_and_its_harness_files_are_its_own(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The plugin ran a test's model traffic without the seeded ids `replay run` gives a scenario: a spill
+    handle (`<run id>/c1.0`) was new in every run, so a ToolOutputLimits test never replayed as the same,
+    and read its content back only while the recording's file was still in the shared /tmp."""
+    import tempfile
+
+    system_tmp = tmp_path / "system-tmp"
+    system_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(system_tmp))
+    pytester.makepyfile(test_spill=SPILL_TEST)
+    run(pytester, monkeypatch, CI="").assert_outcomes(passed=1)
+    assert [p.name for p in system_tmp.iterdir() if not p.name.startswith("replay-guard-")] == []
+    again = run(pytester, monkeypatch, CI="1")
+    again.assert_outcomes(passed=1)
+    assert "cassettes 0 recorded, 1 replayed, 0 changed" in output(again)
