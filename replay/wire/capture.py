@@ -135,11 +135,55 @@ def _begin(request: Any) -> HttpExchange:
     )
 
 
+BROKEN = "x-harness-replay-broken"
+"""A response header the recorder adds (never a provider's) when the body broke off mid-stream: the
+transport error that ended it, ``RemoteProtocolError: peer closed connection…``. An exchange with
+status 0 got no answer at all: its body is the transport error (``ConnectError: …``)."""
+
+
+def transport_error(module: Any, text: str, request: Any) -> Exception:
+    """The recorded transport error as httpx raises it: its own class when that is one of httpx's transport
+    errors (a recorded name is untrusted text: anything else is a ``ConnectError``), with its message."""
+    name, _, message = text.partition(": ")
+    base: Any = getattr(module, "TransportError", None)
+    cls: Any = getattr(module, name, None) if name.isidentifier() else None
+    if not (isinstance(cls, type) and isinstance(base, type) and issubclass(cls, base)):
+        cls = getattr(module, "ConnectError", None) or base or ConnectionError
+    try:
+        error: Exception = cls(message or text, request=request)
+    except TypeError:
+        error = cls(message or text)
+    return error
+
+
 def _answer(module: Any, request: Any, recorded: HttpExchange, stream: bool) -> Any:
-    status, headers, body = recorded.status or 200, dict(recorded.response_headers), recorded.response_body
+    if recorded.status == 0:  # the recording got no answer: the transport failed
+        raise transport_error(module, recorded.response_body.decode("utf-8", "replace"), request)
+    status, headers, body = recorded.status, dict(recorded.response_headers), recorded.response_body
+    broken = headers.pop(BROKEN, None)
     if stream:  # read as the caller iterates, like a live stream
-        return module.Response(status, headers=headers, stream=module.ByteStream(body), request=request)
+        source = module.ByteStream(body) if broken is None else _broken_stream(module, body, broken, request)
+        return module.Response(status, headers=headers, stream=source, request=request)
+    if broken is not None:
+        raise transport_error(module, broken, request)
     return module.Response(status, headers=headers, content=body, request=request)
+
+
+def _broken_stream(module: Any, body: bytes, error: str, request: Any) -> Any:
+    """The part of a body the recording read, then the error that broke it off."""
+
+    class Broken(module.AsyncByteStream, module.SyncByteStream):  # type: ignore[misc]
+        def __iter__(self) -> Iterator[bytes]:
+            if body:
+                yield body
+            raise transport_error(module, error, request)
+
+        async def __aiter__(self) -> Any:
+            if body:
+                yield body
+            raise transport_error(module, error, request)
+
+    return Broken()
 
 
 def _tee(module: Any, response: Any, ex: HttpExchange) -> None:
@@ -152,17 +196,29 @@ def _tee(module: Any, response: Any, ex: HttpExchange) -> None:
             ex.response_body = b"".join(chunks)
             ex.complete = True
 
+    def broke(exc: Exception) -> None:
+        ex.response_headers[BROKEN] = f"{type(exc).__name__}: {exc}"[:2000]
+        finish()
+
     class Tee(module.AsyncByteStream, module.SyncByteStream):  # type: ignore[misc]
         def __iter__(self) -> Iterator[bytes]:
-            for chunk in inner:
-                chunks.append(chunk)
-                yield chunk
+            try:
+                for chunk in inner:
+                    chunks.append(chunk)
+                    yield chunk
+            except Exception as exc:  # the connection broke off mid-answer: a replay breaks there too
+                broke(exc)
+                raise
             finish()
 
         async def __aiter__(self) -> Any:
-            async for chunk in inner:
-                chunks.append(chunk)
-                yield chunk
+            try:
+                async for chunk in inner:
+                    chunks.append(chunk)
+                    yield chunk
+            except Exception as exc:
+                broke(exc)
+                raise
             finish()
 
         def close(self) -> None:
@@ -228,13 +284,24 @@ def _before(module: Any, request: Any, kwargs: dict[str, Any]) -> tuple[Any, Htt
     return None, ex
 
 
+def _no_answer(ex: HttpExchange | None, exc: Exception) -> None:
+    """The transport failed before any answer (a refused or dropped connection, a timeout): kept as status 0
+    with the error for a body, so the replay raises it and the SDK retries or gives up as it did."""
+    if ex is not None:
+        ex.status, ex.response_body, ex.complete = 0, f"{type(exc).__name__}: {exc}"[:2000].encode(), True
+
+
 def _wrap_async(module: Any, original: Any) -> Any:
     @functools.wraps(original)
     async def send(self: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
         served, ex = _before(module, request, kwargs)
         if served is not None:
             return served
-        response = await original(self, request, *args, **kwargs)
+        try:
+            response = await original(self, request, *args, **kwargs)
+        except Exception as exc:
+            _no_answer(ex, exc)
+            raise
         if ex is not None:
             _record_result(module, ex, response, bool(kwargs.get("stream", False)))
         return response
@@ -249,7 +316,11 @@ def _wrap_sync(module: Any, original: Any) -> Any:
         served, ex = _before(module, request, kwargs)
         if served is not None:
             return served
-        response = original(self, request, *args, **kwargs)
+        try:
+            response = original(self, request, *args, **kwargs)
+        except Exception as exc:
+            _no_answer(ex, exc)
+            raise
         if ex is not None:
             _record_result(module, ex, response, bool(kwargs.get("stream", False)))
         return response

@@ -371,3 +371,118 @@ def test_show_prints_what_the_wire_comparison_compares(recorded: dict[str, FakeO
     assert w["body"] == recorded["wire/reasoning"].requests[0] and w["status"] == 200 and w["response"]
     plain = cli("show", "--normalized", cassette_path(ROOT / "cassettes", "coverage/tool_call")).out
     assert "wire[" not in plain  # in-process models have no wire
+
+
+FLAKY_SCENARIOS = '''
+import asyncio
+import os
+
+from openai import AsyncOpenAI
+from pydantic_ai import Agent
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+
+from replay import Run, scenario
+
+
+def _model(retries: int) -> OpenAIChatModel:
+    client = AsyncOpenAI(base_url=os.environ["FLAKY_URL"], api_key="sk-dummy", max_retries=retries)
+    return OpenAIChatModel("gpt-4o-mini", provider=OpenAIProvider(openai_client=client))
+
+
+@scenario("flaky/dropped_then_retried")
+async def dropped_then_retried(run: Run) -> str:
+    return (await Agent(_model(2)).run("hi")).output
+
+
+@scenario("flaky/cut_mid_stream")
+async def cut_mid_stream(run: Run) -> str:
+    got: list[str] = []
+    try:
+        async with Agent(_model(0)).run_stream("hello") as result:
+            async for text in result.stream_text(delta=True, debounce_by=None):
+                got.append(text)
+    except Exception as exc:
+        run.observe("error", type(exc).__name__)
+    run.observe("got", got)
+    return "".join(got)
+'''
+
+
+class _Flaky:
+    """An OpenAI-compatible server that closes its first connection without answering, then answers; a
+    streamed answer it cuts after two chunks (the transport failures a provider's network has)."""
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        fake, state = FakeOpenAI(), {"n": 0}
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                import socket
+
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                state["n"] += 1
+                if state["n"] == 1:  # dropped: no answer at all
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                if not body.get("stream"):
+                    data = json.dumps(fake.completion(state["n"], body["model"], Reply.text("fine"))).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                chunks = list(fake.chunks(state["n"], body["model"], Reply.text("one two three four five six"), False))
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                for c in chunks[:2]:
+                    d = f"data: {json.dumps(c)}\n\n".encode()
+                    self.wfile.write(b"%x\r\n" % len(d) + d + b"\r\n")
+                self.wfile.flush()
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_port}/v1"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_a_transport_failure_is_replayed_as_one(project: Path, cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dropped connection (the SDK retried it) was kept as a 200 with an empty body, so the replay failed with
+    "expected JSON data"; a stream cut mid-answer was served whole, so the replay did not raise. Both are the
+    network's behaviour in the recording: the replay fails where it failed."""
+    (project / "scenarios" / "flaky.py").write_text(FLAKY_SCENARIOS)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-dummy")
+    server = _Flaky()
+    try:
+        monkeypatch.setenv("FLAKY_URL", server.url)
+        assert cli("record", "flaky/dropped_then_retried").code == 0
+        assert cli("record", "flaky/cut_mid_stream").code == 0
+    finally:
+        server.close()
+    dropped = load(project / "cassettes" / "flaky" / "dropped_then_retried.cassette")
+    (first, second) = dropped.exchanges[0].wire
+    assert first.status == 0 and first.response.startswith(("RemoteProtocolError: ", "ReadError: ", "ConnectError: ")), first
+    assert second.status == 200 and dropped.outcome.output == "fine"
+    cut = load(project / "cassettes" / "flaky" / "cut_mid_stream.cassette")
+    assert {o.name: o.value for o in cut.observations}["got"], "the two chunks were read"
+    r = cli("run", "--format", "json")  # the server is gone: only the cassette answers
+    doc = json.loads(r.out)
+    assert r.code == 0 and {s["status"] for s in doc["scenarios"].values()} == {"same"}, r.out
