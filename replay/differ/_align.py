@@ -63,6 +63,9 @@ def _collect(value: Any, out: list[str]) -> None:
         if "parts" in value:
             _collect(value["parts"], out)
             return
+        if not value.keys() & _WRAPPER_KEYS:  # the user's own mapping (a validation error a retry sends back)
+            out.append(json.dumps(value, sort_keys=True, default=str))
+            return
         if value.get("tool_name"):
             out.append(str(value["tool_name"]))
         for key in ("content", "args"):
@@ -71,6 +74,12 @@ def _collect(value: Any, out: list[str]) -> None:
                 out.append(json.dumps(item, sort_keys=True, default=str))
             elif item is not None:
                 _collect(item, out)
+    elif isinstance(value, (bool, int, float)):  # a tool that returned 0: its words are "0", not none at all
+        out.append(json.dumps(value))
+
+
+_WRAPPER_KEYS = frozenset({"part_kind", "kind", "content", "args", "tool_name"})
+"""Keys of pydantic-ai's parts and content items, whose words are their content (other mappings are data)."""
 
 
 def shape_of(value: Any) -> str:

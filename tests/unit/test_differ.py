@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from replay.cassette import Cassette, CassetteBuilder, Exchange, Header, Outcome
 from replay.differ import diff
 
@@ -163,3 +165,25 @@ def test_a_cancelled_calls_message_is_not_compared() -> None:
     assert not diff(a, b).changed
     b.exchanges[0].error = ErrorInfo(type="pydantic_ai.exceptions.ModelHTTPError", message="Cancelled via cancel scope 7f28648b4860 by <Task-41>")
     assert diff(a, b).changed
+
+
+def test_a_tool_return_that_became_validation_errors_is_changed_not_rewrapped() -> None:
+    """A tool returning `0` whose call now fails validation: the part's words were only its tool name (a number
+    and a list of error mappings gave none), so the diff said `~ rewrapped (tool-return → tool-return[])`."""
+    def one(content: Any) -> Cassette:
+        b = CassetteBuilder(Header(scenario_id="unit/d", harness_version="0.62.0", roles={"main": "scenarios.x"}))
+        ret = {"part_kind": "tool-return", "tool_name": "lim", "tool_call_id": "c1", "content": content}
+        msgs = [{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "go"}]},
+                {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "lim", "tool_call_id": "c1", "args": {"k": 0}}]},
+                {"kind": "request", "parts": [ret]}]
+        resp = b.message({"kind": "response", "parts": [{"part_kind": "text", "content": "r"}]})
+        b.cassette.exchanges.append(Exchange(seq=0, role="main", index=0, kind="request", messages=b.messages(msgs), response=resp))
+        b.cassette.outcome = Outcome(status="ok", output="r")
+        return b.cassette
+
+    errors = [{"type": "greater_than_equal", "loc": ["k"], "msg": "Input should be greater than or equal to 1", "input": 0}]
+    d = diff(one(0), one(errors))
+    (req,) = d.requests
+    assert [e.kind for e in req.entries] == ["changed"], req.entries
+    (change,) = req.changes
+    assert change.path == "main[0].messages[2].parts[0].content" and change.old == 0 and change.new == errors
