@@ -48,8 +48,8 @@ def _pair(old: Any, new: Any, limit: int = 80) -> tuple[str, str]:
     Two long texts that differ past the first ``limit`` characters would otherwise print as the
     same prefix on both sides of the arrow (an observation quoting a run id, a search result).
     """
-    if not isinstance(old, str) or not isinstance(new, str):
-        old, new = (v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str) for v in (old, new))
+    # an empty or blank text is quoted: "" → null, 0 → "" read as nothing on one side otherwise
+    old, new = (v if isinstance(v, str) and v.strip() else json.dumps(v, sort_keys=True, default=str) for v in (old, new))
     old, new = old.replace("\n", "\\n"), new.replace("\n", "\\n")
     if max(len(old), len(new)) > limit:
         p = 0

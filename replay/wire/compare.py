@@ -42,8 +42,10 @@ class WireChange:
     def describe(self, width: int = 80) -> str:
         where = f"{self.role}[{self.index}] wire"
         before, after = _sent(self.before), _sent(self.after)
-        if self.kind == "changed":
-            return f"{where}: {self.path}: {_short(before, width)} → {_short(after, width)}"
+        if self.kind == "changed":  # around the first difference, as the message lines show long values
+            from ..reporter import _pair
+
+            return "{}: {}: {} → {}".format(where, self.path, *_pair(before, after, width))
         if self.kind == "request":
             return f"{where}: {self.path}"
         sign = "+" if self.kind == "added" else "-"

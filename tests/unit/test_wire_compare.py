@@ -141,3 +141,22 @@ def test_long_lists_of_repeated_elements_align_in_linear_work() -> None:
     x, y = {"role": "user", "content": "x"}, {"role": "user", "content": "y"}
     swapped = wc._align("messages", [x, y] * 1500, [y, x] * 1500)  # 3,000 x 3,000 pairs: past the cap
     assert len(swapped) == 3000 and all(kind == "changed" for _, kind, _, _ in swapped)
+
+
+def test_a_wire_change_in_a_long_text_is_shown_around_its_difference() -> None:
+    """Cut at its first 79 characters, a long prompt that differed further on read the same on both sides."""
+    from replay.wire.compare import WireChange
+
+    a = "You are a context summarization assistant.  The conversation below will be replaced by your summary, keep 2"
+    line = WireChange("summarizing_compaction", 0, "messages[1].content", "changed", a, a.replace("keep 2", "keep 3")).describe()
+    before, after = line.split(": ", 2)[2].split(" → ")
+    assert before != after and before.endswith("keep 2") and after.endswith("keep 3"), line
+
+
+def test_an_empty_text_is_shown_quoted() -> None:
+    """`0 → ` and ` → null`: an empty string printed as nothing on its side of the arrow."""
+    from replay.reporter import _pair
+    from replay.wire.compare import WireChange
+
+    assert WireChange("main", 0, "messages[2].content", "changed", 0, "").describe().endswith(": 0 → \"\"")
+    assert _pair("", None) == ('""', "null") and _pair(" ", "x") == ('" "', "x") and _pair("U11", None) == ("U11", "null")
