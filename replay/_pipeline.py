@@ -19,7 +19,7 @@ from .cassette import (
     save,
 )
 from .config import Config
-from .differ import Diff, diff
+from .differ import Diff, diff, same_value
 from .errors import CassetteError, ReplayError
 from .normaliser import Rules
 from .recorder import record
@@ -94,7 +94,7 @@ def _same_recording(path: Path, fresh: Cassette) -> bool:
     again = loads(dumps(fresh))  # as it would read back from disk
     if any(getattr(old.header, k) != getattr(again.header, k) for k in type(old.header).model_fields if k not in _STAMPS):
         return False
-    return bool(normalise(old).as_json() == normalise(again).as_json())
+    return same_value(normalise(old).as_json(), normalise(again).as_json())  # by type, as the differ compares
 
 
 def not_as_declared(sc: Scenario, cassette: Cassette) -> str | None:

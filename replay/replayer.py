@@ -70,7 +70,10 @@ def _imported_class(dotted: str) -> type[BaseException] | None:
 
     module_name, _, qualname = dotted.rpartition(".")
     module = sys.modules.get(module_name) or scenario_module(module_name)
-    cls = getattr(module, qualname, None) if module is not None else None
+    # what the module defines, read from its namespace: a module-level __getattr__ (pydantic's moved names,
+    # concurrent.futures' lazy imports) would run code, or import, for a name a cassette chose
+    namespace = getattr(module, "__dict__", None) if module is not None else None
+    cls = namespace.get(qualname) if isinstance(namespace, dict) else None
     return cls if isinstance(cls, type) and issubclass(cls, Exception) else None
 
 

@@ -185,3 +185,19 @@ def test_a_long_error_message_is_cut_between_words(cli, project: Path) -> None:
     r = cli("record")
     (line,) = [ln for ln in r.out.splitlines() if "errs/long" in ln]
     assert line.endswith("Consider raising the limit, or see the docs on usage limits …)"), line
+
+
+def test_force_rewrites_a_cassette_whose_values_differ_only_in_type(cli, write_scenario, project: Path) -> None:
+    """`_same_recording` compared with `==` (True == 1, 2 == 2.0): a cassette whose observation was edited to `1`
+    was kept by `record --force`, and the next `run` reported the change and advised `record --force` again."""
+    from replay.cassette import save
+
+    write_scenario()
+    cli("record")
+    target = project / "cassettes" / "simple" / "compact.cassette"
+    c = load(target)
+    c.observations[0].value = float(c.observations[0].value)  # 6 → 6.0
+    save(c, target)
+    r = cli("record", "--force", "--format", "json")
+    assert json.loads(r.out)["simple/compact"]["status"] == "recorded", r.out
+    assert type(load(target).observations[0].value) is int

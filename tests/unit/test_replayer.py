@@ -461,3 +461,24 @@ def test_two_instances_sharing_a_role_each_get_their_own_models_answers(monkeypa
     order.reverse()  # another version calls them the other way round
     result = replay(sc, recorded)
     assert result.result.outcome.output == ["evidence: verdict of evidence", "scope: verdict of scope"]
+
+
+def test_a_recorded_error_type_is_read_from_a_modules_namespace_not_its_getattr(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`getattr(module, name)` ran a module-level `__getattr__` for a name a cassette chose: pydantic's moved-name
+    errors escaped the lookup, and `concurrent.futures.ProcessPoolExecutor` imported multiprocessing."""
+    import sys
+    import types
+
+    from replay.replayer import _imported_class
+
+    called: list[str] = []
+    module = types.ModuleType("lazy_errors")
+
+    class Defined(Exception):
+        pass
+
+    module.Defined = Defined  # type: ignore[attr-defined]
+    module.__getattr__ = lambda name: called.append(name) or Exception  # type: ignore[method-assign]
+    monkeypatch.setitem(sys.modules, "lazy_errors", module)
+    assert _imported_class("lazy_errors.Defined") is Defined
+    assert _imported_class("lazy_errors.Moved") is None and called == []

@@ -278,3 +278,17 @@ def test_a_version_whose_env_failed_is_not_installed_again_each_trial(tmp_path: 
     assert bad["spec"] == "9.9.9" and bad["identical"] and len(bad["trials"]) == 3
     assert bad["scenarios"]["seed000/long"]["status"] == "error"
     assert good["identical"] and len(good["trials"]) == 3
+
+
+def test_the_report_shows_no_terminal_escape_from_a_cassette(tmp_path: Path) -> None:
+    """`replay report` printed header fields and recorded error messages raw: an OSC or CSI in a cassette from a pull
+    request reached the terminal; a 4-backtick run in what a version sent closed its 4-backtick fence early."""
+    report = _report()
+    report["recording"]["platform"] = "linux\x1b]0;pwned\x07"
+    report["versions"][0]["scenarios"]["a/b"]["sent"] = "== main[0]\n  ````\n  user-prompt 'x\u202e'\n"
+    md = rp.emit(report, "markdown", None)
+    assert "\x1b" not in md and "\x07" not in md and "\u202e" not in md
+    assert "linux\\x1b]0;pwned\\x07" in md
+    assert "`````text\n== main[0]\n  ````\n" in md  # the fence is longer than any run inside
+    js = rp.emit(report, "json", None)
+    assert "\x1b" not in js and "\u202e" not in js and json.loads(js)["recording"]["platform"] == "linux\x1b]0;pwned\x07"
