@@ -25,7 +25,7 @@ from .normaliser import Rules
 from .recorder import record
 from .replayer import WARNING_KINDS, Level, OnExhausted, error_kinds, replay
 from .reporter import ScenarioReport, Status
-from .scenario import Scenario
+from .scenario import Scenario, stable_name
 from .wire.cache import Price, Tokenizer, prices_from, tokenizer_from
 
 
@@ -77,7 +77,7 @@ def record_scenarios(scenarios: Sequence[Scenario], cassettes: Path, *, force: b
     return out
 
 
-_STAMPS = frozenset({"created_at"})
+_STAMPS = frozenset({"created_at", "roles"})
 """Header fields a re-recording always changes; every other one (versions, source hash, roles) must match."""
 
 
@@ -92,6 +92,8 @@ def _same_recording(path: Path, fresh: Cassette) -> bool:
     except (ReplayError, OSError):
         return False
     again = loads(dumps(fresh))  # as it would read back from disk
+    if {r: stable_name(m) for r, m in old.header.roles.items()} != again.header.roles:
+        return False  # a cassette written before roles named a scenario file by its place held a path-and-bytes hash
     if any(getattr(old.header, k) != getattr(again.header, k) for k in type(old.header).model_fields if k not in _STAMPS):
         return False
     return same_value(normalise(old).as_json(), normalise(again).as_json())  # by type, as the differ compares

@@ -273,7 +273,7 @@ def _exit_for(reports: "list[ScenarioReport]") -> NoReturn:
 def record(
     targets: Targets = None,
     cassettes: CassettesOpt = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite existing cassettes.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Record existing cassettes again; one that comes out the same but for its stamps is kept.")] = False,
     check_determinism: Annotated[
         int | None,
         typer.Option(

@@ -45,7 +45,7 @@ from .cassette import (
     Outcome,
 )
 from .normaliser._schema import installed_schema
-from .scenario import Mode, Run, Scenario
+from .scenario import Mode, Run, Scenario, stable_name
 from .wire.capture import WireSlot, call_scope
 from .wire.store import to_records
 
@@ -186,8 +186,6 @@ def error_info(exc: BaseException) -> ErrorInfo:
             continue
         if value is None or isinstance(value, (bool, int, float, str)) or _plain(value):
             attributes[name] = value
-    from .scenario import stable_name
-
     return ErrorInfo(
         type=stable_name(f"{type(exc).__module__}.{type(exc).__qualname__}"), message=str(exc), attributes=attributes or None
     )
@@ -436,8 +434,8 @@ class Session:
             )
             b.cassette.exchanges.append(ex)
             roles = b.cassette.header.roles
-            if call.role not in roles:
-                roles[call.role] = _origin_module(call)
+            if call.role not in roles:  # a scenario file's module by its place, not its path-and-bytes hash
+                roles[call.role] = stable_name(_origin_module(call))
         return ex
 
     def answered(self, ex: Exchange) -> None:

@@ -201,3 +201,24 @@ def test_force_rewrites_a_cassette_whose_values_differ_only_in_type(cli, write_s
     r = cli("record", "--force", "--format", "json")
     assert json.loads(r.out)["simple/compact"]["status"] == "recorded", r.out
     assert type(load(target).observations[0].value) is int
+
+
+def test_force_keeps_an_unchanged_cassette_after_an_edit_elsewhere_or_in_another_checkout(
+    cli, write_scenario, project: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """The header's roles named the scenario file's module with a hash of its absolute path and bytes: a comment
+    added to the file, or a fresh clone, made every `record --force` rewrite every cassette."""
+    import shutil
+
+    path = write_scenario()
+    cli("record")
+    target = project / "cassettes" / "simple" / "compact.cassette"
+    assert load(target).header.roles["main"] == "replay_scenarios.simple"
+    before = target.read_bytes()
+    path.write_text(path.read_text() + "\n# a comment after the scenarios\n")
+    assert json.loads(cli("record", "--force", "--format", "json").out)["simple/compact"]["status"] == "unchanged"
+    clone = tmp_path / "clone"
+    shutil.copytree(project, clone)
+    monkeypatch.chdir(clone)
+    assert json.loads(cli("record", "--force", "--format", "json").out)["simple/compact"]["status"] == "unchanged"
+    assert (clone / "cassettes" / "simple" / "compact.cassette").read_bytes() == before
