@@ -135,7 +135,7 @@ def python_warning(recorded: Cassette, replayed: Cassette) -> list[str]:
     return []
 
 
-def did_not_run(recorded: Cassette, replayed: Cassette) -> str | None:
+def did_not_run(recorded: Cassette, replayed: Cassette, where: str = "on this version") -> str | None:
     """Why a replay is no verdict: the scenario raised before its first model request where the recording
     made some (a capability argument this version lacks: ``TypeError: unexpected keyword argument``).
 
@@ -146,7 +146,7 @@ def did_not_run(recorded: Cassette, replayed: Cassette) -> str | None:
     if error is None or recorded.outcome.error is not None or not recorded.exchanges or replayed.exchanges:
         return None
     first = (error.message.splitlines() or [""])[0][:200]
-    return f"the scenario stopped before its first model request on this version: {error.type.rsplit('.', 1)[-1]}: {first}"
+    return f"the scenario stopped before its first model request {where}: {error.type.rsplit('.', 1)[-1]}: {first}"
 
 
 def same_versions_warning(a: Cassette, b: Cassette, d: Diff) -> list[str]:
@@ -375,7 +375,7 @@ def compare_files(a: Path, b: Path, rules: Rules = Rules(), limits: Limits = DEF
     ca, cb = load(a, limits), load(b, limits)
     sid = ca.header.scenario_id or cb.header.scenario_id or f"{a} vs {b}"
     for side, ran, stopped in ((b, ca, cb), (a, cb, ca)):  # as `run` and `matrix` call it: no verdict, an error
-        why = did_not_run(ran, stopped)
+        why = did_not_run(ran, stopped, f"on harness {stopped.header.harness_version}")
         if why is not None:
             return ScenarioReport(sid, "error", error=f"{side}: {why}", cassette=str(a), result=str(b))
     la, lb = str(a), str(b)

@@ -237,7 +237,7 @@ def test_a_scenario_that_cannot_start_on_this_version_is_an_error_not_a_change(c
         r = cli("diff", a, b, "--format", "json")
         doc = json.loads(r.out)
         assert r.code == 2 and doc["status"] == "error", r.out
-        assert doc["error"].startswith(f"{result}: the scenario stopped before its first model request"), doc["error"]
+        assert doc["error"].startswith(f"{result}: the scenario stopped before its first model request on harness "), doc["error"]
 
 
 OWN_ERRORS = '''
