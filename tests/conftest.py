@@ -147,6 +147,41 @@ def cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> 
     return run
 
 
+SPILL_AGENT = '''
+"""An agent whose tool output is spilled to the harness's default store (LocalFileStore) and read back."""
+import re
+import tempfile
+import uuid
+
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import FunctionModel
+from pydantic_ai_harness.tool_output_limits import Band, LocalFileStore, Spill, ToolOutputLimits, Truncate
+
+
+def answer(messages, info):
+    returns = [p for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
+    if not returns:
+        return ModelResponse(parts=[ToolCallPart("rows", {}, tool_call_id="c1")])
+    if len(returns) == 1:
+        handle = re.search(r"stored to handle '([^']+)'", str(returns[0].content)).group(1)
+        return ModelResponse(parts=[ToolCallPart("read_tool_result", {"handle": handle}, tool_call_id="c2")])
+    return ModelResponse(parts=[TextPart(f"read back {len(str(returns[1].content))} chars")])
+
+
+def spilling_agent():
+    limits = ToolOutputLimits(bands=[Band(over=200, action=Spill(then=Truncate(max_chars=80)))], store=LocalFileStore())
+    agent = Agent(FunctionModel(answer), capabilities=[limits])
+
+    @agent.tool_plain
+    def rows() -> str:
+        return "\\n".join(f"row {i}: green" for i in range(60))
+
+    return agent
+'''
+"""Shared by a scenario (tests/integration/test_determinism.py) and a pytest test (test_pytest_plugin.py)."""
+
+
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty project directory (own pyproject) to record into; cwd is set to it."""

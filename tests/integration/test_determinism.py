@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import SPILL_AGENT
 
 from replay._determinism import deterministic_ids, first_difference
 from replay.recorder import record
@@ -285,40 +286,14 @@ def test_check_determinism_compares_with_the_committed_cassette(project: Path) -
     assert "first visit" in line and "welcome back" in line
 
 
-SPILL = '''
-"""A tool output spilled to the harness's default store and read back by the model."""
-import re
-import tempfile
-
-from pydantic_ai import Agent
-from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
-from pydantic_ai.models.function import FunctionModel
-from pydantic_ai_harness.tool_output_limits import Band, LocalFileStore, Spill, ToolOutputLimits, Truncate
-
+SPILL = SPILL_AGENT + '''
 from replay import Run, scenario
-
-
-def answer(messages, info):
-    returns = [p for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
-    if not returns:
-        return ModelResponse(parts=[ToolCallPart("rows", {}, tool_call_id="c1")])
-    if len(returns) == 1:
-        handle = re.search(r"stored to handle '([^']+)'", str(returns[0].content)).group(1)
-        return ModelResponse(parts=[ToolCallPart("read_tool_result", {"handle": handle}, tool_call_id="c2")])
-    return ModelResponse(parts=[TextPart(f"read back {len(str(returns[1].content))} chars")])
 
 
 @scenario("spill/read_back")
 async def read_back(run: Run) -> str:
-    limits = ToolOutputLimits(bands=[Band(over=200, action=Spill(then=Truncate(max_chars=80)))], store=LocalFileStore())
-    agent = Agent(FunctionModel(answer), capabilities=[limits])
-
-    @agent.tool_plain
-    def rows() -> str:
-        return "\\n".join(f"row {i}: green" for i in range(60))
-
     run.observe("tmp", tempfile.gettempdir())  # the scenario's own: paths it sends stay as recorded
-    return (await agent.run("Read every row.")).output
+    return (await spilling_agent().run("Read every row.")).output
 '''
 
 

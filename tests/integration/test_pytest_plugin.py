@@ -13,6 +13,7 @@ from pathlib import Path
 import pydantic_ai  # noqa: F401  imported here so in-process runs don't re-import it each time
 import pydantic_ai_harness.compaction  # noqa: F401
 import pytest
+from conftest import SPILL_AGENT
 
 from replay.cassette import load
 
@@ -934,38 +935,13 @@ def test_echo_password():
     assert "holds answers with scrubbed secrets (<secret:…>)" in output(replayed) and "scrub-exempt" in output(replayed)
 
 
-SPILL_TEST = '''
-import re
-import tempfile
-import uuid
-
+SPILL_TEST = SPILL_AGENT + '''
 import pytest
-from pydantic_ai import Agent
-from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
-from pydantic_ai.models.function import FunctionModel
-from pydantic_ai_harness.tool_output_limits import Band, LocalFileStore, Spill, ToolOutputLimits, Truncate
-
-
-def answer(messages, info):
-    returns = [p for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
-    if not returns:
-        return ModelResponse(parts=[ToolCallPart("rows", {}, tool_call_id="c1")])
-    if len(returns) == 1:
-        handle = re.search(r"stored to handle '([^']+)'", str(returns[0].content)).group(1)
-        return ModelResponse(parts=[ToolCallPart("read_tool_result", {"handle": handle}, tool_call_id="c2")])
-    return ModelResponse(parts=[TextPart(f"read back {len(str(returns[1].content))} chars")])
 
 
 @pytest.mark.replay
 def test_spill():
-    limits = ToolOutputLimits(bands=[Band(over=200, action=Spill(then=Truncate(max_chars=80)))], store=LocalFileStore())
-    agent = Agent(FunctionModel(answer), capabilities=[limits])
-
-    @agent.tool_plain
-    def rows() -> str:
-        return "\\\\n".join(f"row {i}: green" for i in range(60))
-
-    assert agent.run_sync(f"Read every row. ({uuid.uuid4()})").output.startswith("read back ")
+    assert spilling_agent().run_sync(f"Read every row. ({uuid.uuid4()})").output.startswith("read back ")
 '''
 
 
