@@ -164,7 +164,7 @@ class Tally:
         self.dirs.add(directory)
         self.expected.add(directory / f"{name}{SUFFIX}")
 
-    def announce_real_call(self, config: Any, nodeid: str, models: list[str], path: str) -> None:
+    def announce_real_call(self, config: Any, nodeid: str, models: list[str], path: str, appended: bool = False) -> None:
         """The first recording that called a provider model says so at once; the summary counts them all.
 
         ``once`` (the default outside CI) records a missing cassette with whatever model the
@@ -175,9 +175,10 @@ class Tally:
         if self.statuses["real"] > 1 or reporter is None:
             return
         reporter.ensure_newline()
+        does = _MODE_RECORDS.get(self.mode, "records")
         reporter.write_line(
-            f"harness-replay: {nodeid} called {', '.join(models)} to record {path} "
-            f"(--replay-mode={self.mode} records missing cassettes with the test's own models; "
+            f"harness-replay: {nodeid} called {', '.join(models)} to {'append to' if appended else 'record'} {path} "
+            f"(--replay-mode={self.mode} {does} with the test's own models; "
             "--replay-mode=none, the default when CI is set, never calls one)",
             yellow=True,
         )
@@ -220,3 +221,12 @@ class Tally:
         parts = [f"{self.statuses[s]} {words.get(s, s)}" for s in order if self.statuses[s] or s in ("recorded", "replayed", "changed")]
         real = f" ({self.statuses['real']} called a real model)" if self.statuses["real"] else ""
         return f"harness-replay (--replay-mode={self.mode}): cassettes " + ", ".join(parts) + real
+
+
+_MODE_RECORDS = {
+    "once": "records missing cassettes",
+    "new": "records missing cassettes and appends the requests a cassette lacks",
+    "all": "records every test again",
+    "rewrite": "records every test again",
+}
+"""What each mode records, as the note on a real model call says it (``new_episodes`` is ``new``)."""

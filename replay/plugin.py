@@ -171,7 +171,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
             )
             tally.statuses[status] += 1
             if test.real_models:
-                tally.announce_real_call(item.config, item.nodeid, test.real_models, shown(test.path))
+                tally.announce_real_call(item.config, item.nodeid, test.real_models, shown(test.path), test.action == "append")
             text = "\n".join(failure)
             if status == "accepted":
                 tally.accepted.append(text)

@@ -111,3 +111,29 @@ def test_a_workers_accepted_lines_reach_the_controller() -> None:
     controller.merge(worker.to_worker_output())
     assert controller.accepted == worker.accepted
     assert controller.statuses["accepted"] == 1
+
+
+def test_the_note_on_a_real_model_call_says_what_the_mode_does() -> None:
+    """`new_episodes` appending to an existing cassette said "called … to record … (--replay-mode=new records
+    missing cassettes …)": the cassette existed, and the call was appended to it."""
+    from replay._pytest import Tally
+
+    lines: list[str] = []
+
+    class Reporter:
+        def ensure_newline(self) -> None:
+            pass
+
+        def write_line(self, line: str, **_: object) -> None:
+            lines.append(line)
+
+    class Config:
+        class pluginmanager:  # noqa: N801 - pytest's attribute name
+            @staticmethod
+            def get_plugin(name: str) -> Reporter:
+                return Reporter()
+
+    Tally(mode="new").announce_real_call(Config(), "t.py::test_a", ["openai:gpt-4o-mini"], "cassettes/t/test_a.cassette", True)
+    assert lines == ["harness-replay: t.py::test_a called openai:gpt-4o-mini to append to cassettes/t/test_a.cassette "
+                     "(--replay-mode=new records missing cassettes and appends the requests a cassette lacks with the "
+                     "test's own models; --replay-mode=none, the default when CI is set, never calls one)"]
