@@ -348,8 +348,8 @@ def describe_difference(a: Cassette, b: Cassette) -> str:
     with alias ordinals erased. Two calls of one role that traded places are named as a
     swap rather than as two changes.
     """
+    from ._untrusted import _pair
     from .normaliser import normalise
-    from .reporter import _pair
 
     na, nb = normalise(a), normalise(b)
     bodies = [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ from .cassette import (
     save,
 )
 from .config import Config
-from .differ import Diff, diff, same_value
+from .differ import Diff, diff, same_value, source_edited
 from .errors import CassetteError, ReplayError
 from .normaliser import Rules
 from .recorder import record
@@ -61,8 +62,6 @@ def record_scenarios(scenarios: Sequence[Scenario], cassettes: Path, *, force: b
         error = cassette.outcome.error
         detail = f"{plural(len(cassette.exchanges), 'request')}, outcome {cassette.outcome.status}"
         if error is not None:  # the author should see it now, whether expected or not
-            import textwrap
-
             message = textwrap.shorten(error.message.splitlines()[0], 120, placeholder=" …") if error.message else ""
             detail += f" {error.type.rsplit('.', 1)[-1]}: {message}"
         undeclared = not_as_declared(sc, cassette)
@@ -78,7 +77,8 @@ def record_scenarios(scenarios: Sequence[Scenario], cassettes: Path, *, force: b
 
 
 _STAMPS = frozenset({"created_at", "roles"})
-"""Header fields a re-recording always changes; every other one (versions, source hash, roles) must match."""
+"""Header fields not compared as they stand: the recording time, and the roles (compared by their stable
+module names below); every other one (versions, source hash, schema defaults) must match."""
 
 
 def _same_recording(path: Path, fresh: Cassette) -> bool:
@@ -160,7 +160,7 @@ def same_versions_warning(a: Cassette, b: Cassette, d: Diff) -> list[str]:
     if not d.changed or None in (ha.harness_version, ha.slim_version) or \
             (ha.harness_version, ha.slim_version) != (hb.harness_version, hb.slim_version):
         return []
-    if ha.source_hash and hb.source_hash and ha.source_hash != hb.source_hash:
+    if source_edited(a, b):
         return []  # the differ's own warning names the edit; `--check-determinism` would find nothing
     return [f"both sides ran harness {ha.harness_version} and pydantic-ai-slim {ha.slim_version}: the change comes from "
             "the scenario (its code or helpers, its inputs, or something unseeded: set order, the clock, random), "

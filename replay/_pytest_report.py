@@ -14,9 +14,9 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable
 
-from ._untrusted import visible
+from ._untrusted import _pair, _short, visible
 from .differ import Change, Diff, RequestDiff, natural_key
-from .reporter import _pair, _short, diff_lines, entry_line
+from .reporter import diff_lines, entry_line
 
 Paint = Callable[[str, str], str]
 """(text, colour) → text with the terminal's markup, or unchanged when it has none."""

@@ -226,3 +226,32 @@ def confined(directory: Path, relative: str) -> Path:
     if resolved != base and not resolved.is_relative_to(base):
         raise ReplayUsageError(f"{visible(str(target))}: resolves to {visible(str(resolved))}, outside {directory}")
     return target
+
+
+# --------------------------------------------------------------------------- one value beside another
+
+
+def _pair(old: Any, new: Any, limit: int = 80) -> tuple[str, str]:
+    """Both sides of a change; long values are shown around their first difference (the reporter's and the
+    wire comparison's lines alike).
+
+    Two long texts that differ past the first ``limit`` characters would otherwise print as the
+    same prefix on both sides of the arrow (an observation quoting a run id, a search result).
+    """
+    # an empty or blank text is quoted: "" → null, 0 → "" read as nothing on one side otherwise
+    old, new = (v if isinstance(v, str) and v.strip() else json.dumps(v, sort_keys=True, default=str) for v in (old, new))
+    old, new = old.replace("\n", "\\n"), new.replace("\n", "\\n")
+    if max(len(old), len(new)) > limit:
+        p = 0
+        while p < min(len(old), len(new)) and old[p] == new[p]:
+            p += 1
+        start = max(0, p - 20)
+        if start:
+            return _short("…" + old[start:], limit), _short("…" + new[start:], limit)
+    return _short(old, limit), _short(new, limit)
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    text = text.replace("\n", "\\n")
+    return text if len(text) <= limit else text[: limit - 3] + "..."

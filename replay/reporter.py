@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections import Counter
@@ -15,7 +14,7 @@ from xml.sax.saxutils import escape, quoteattr
 from rich.console import Console
 from rich.markup import escape as rich_escape
 
-from ._untrusted import dumps_json, md_code, md_fence, visible, xml_text
+from ._untrusted import _pair, _short, dumps_json, md_code, md_fence, visible, xml_text
 from .differ import Change, Diff, Entry, MainRequest, RequestDiff
 
 Format = Literal["text", "json", "markdown", "junit"]
@@ -40,31 +39,6 @@ class ScenarioReport:
     file: str | None = None
     """Where to point a person: the scenario's file (else the cassette), for JUnit and GitHub annotations."""
     line: int | None = None
-
-
-def _pair(old: Any, new: Any, limit: int = 80) -> tuple[str, str]:
-    """Both sides of a change; long values are shown around their first difference.
-
-    Two long texts that differ past the first ``limit`` characters would otherwise print as the
-    same prefix on both sides of the arrow (an observation quoting a run id, a search result).
-    """
-    # an empty or blank text is quoted: "" → null, 0 → "" read as nothing on one side otherwise
-    old, new = (v if isinstance(v, str) and v.strip() else json.dumps(v, sort_keys=True, default=str) for v in (old, new))
-    old, new = old.replace("\n", "\\n"), new.replace("\n", "\\n")
-    if max(len(old), len(new)) > limit:
-        p = 0
-        while p < min(len(old), len(new)) and old[p] == new[p]:
-            p += 1
-        start = max(0, p - 20)
-        if start:
-            return _short("…" + old[start:], limit), _short("…" + new[start:], limit)
-    return _short(old, limit), _short(new, limit)
-
-
-def _short(value: Any, limit: int = 80) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
-    text = text.replace("\n", "\\n")
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 # --------------------------------------------------------------------------- JSON

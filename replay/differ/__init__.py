@@ -550,9 +550,14 @@ def _version(c: Cassette) -> str:
     return f"harness {c.header.harness_version}, slim {c.header.slim_version}"
 
 
-def _warnings(a: Cassette, b: Cassette) -> list[str]:
+def source_edited(a: Cassette, b: Cassette) -> bool:
+    """Whether the scenario's own code (its decorated function) differs between the two recordings."""
     ha, hb = a.header, b.header
-    if ha.source_hash and hb.source_hash and ha.source_hash != hb.source_hash:
+    return bool(ha.source_hash and hb.source_hash and ha.source_hash != hb.source_hash)
+
+
+def _warnings(a: Cassette, b: Cassette) -> list[str]:
+    if source_edited(a, b):
         return ["the scenario's source changed since the recording: a difference may come from the edit, not the harness"]
     return []
 

@@ -43,7 +43,7 @@ class WireChange:
         where = f"{self.role}[{self.index}] wire"
         before, after = _sent(self.before), _sent(self.after)
         if self.kind == "changed":  # around the first difference, as the message lines show long values
-            from ..reporter import _pair
+            from .._untrusted import _pair
 
             return "{}: {}: {} → {}".format(where, self.path, *_pair(before, after, width))
         if self.kind == "request":

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
+from replay._untrusted import _pair
 from replay.differ import Change, Diff, MainRequest, RequestDiff, RoleCount
-from replay.reporter import ScenarioReport, _pair, diff_lines, junit, markdown, reports_json
+from replay.reporter import ScenarioReport, diff_lines, junit, markdown, reports_json
 
 
 def test_long_strings_show_the_first_difference() -> None:

@@ -155,7 +155,7 @@ def test_a_wire_change_in_a_long_text_is_shown_around_its_difference() -> None:
 
 def test_an_empty_text_is_shown_quoted() -> None:
     """`0 → ` and ` → null`: an empty string printed as nothing on its side of the arrow."""
-    from replay.reporter import _pair
+    from replay._untrusted import _pair
     from replay.wire.compare import WireChange
 
     assert WireChange("main", 0, "messages[2].content", "changed", 0, "").describe().endswith(": 0 → \"\"")
