@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import subprocess
-import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -115,17 +113,12 @@ def test_first_difference() -> None:
 
 
 @pytest.mark.slow
-def test_check_determinism_cli(project: Path) -> None:
+def test_check_determinism_cli(cli: Callable[..., Any], project: Path) -> None:
+    """The recordings are fresh processes (``check`` starts them); the command that starts them runs in-process."""
     (project / "scenarios" / "ids.py").write_text(SCENARIOS)
-    proc = subprocess.run(
-        [sys.executable, "-m", "replay", "record", "--check-determinism", "2"],
-        cwd=project,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 1, proc.stderr
-    lines = proc.stdout.splitlines()
+    proc = cli("record", "--check-determinism", "2")
+    assert proc.code == 1, proc.err
+    lines = proc.out.splitlines()
     assert "identical ids/uuid_prompt (2 recordings)" in lines
     [different] = [line for line in lines if line.startswith("DIFFERENT ids/random_prompt")]
     assert "recording 1 and 2: main[0] differs at messages[0].parts[0].content: " in different, different
@@ -139,17 +132,18 @@ def test_check_determinism_needs_two_runs(cli: Callable[..., Any], project: Path
     assert result.code == 2
 
 
-def test_all_bundled_scenarios_are_deterministic_over_three_recordings() -> None:
-    """The issue's bar: every bundled scenario, N=3 fresh processes, byte-identical normalised cassettes."""
+def test_all_bundled_scenarios_are_deterministic_over_three_recordings(cli: Callable[..., Any]) -> None:
+    """The issue's bar: every bundled scenario, N=3 fresh processes, byte-identical normalised cassettes.
+
+    The three recordings are the fresh processes; the command that starts and compares them runs
+    in-process (a process of its own only paid for importing pydantic-ai and the scenarios again).
+    """
     from conftest import ROOT
 
-    proc = subprocess.run(
-        [sys.executable, "-m", "replay", "record", "--check-determinism", "3"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
-    assert sum(ln.startswith("identical ") for ln in lines) >= 24, proc.stdout
+    proc = cli("record", "--check-determinism", "3", cwd=ROOT)
+    assert proc.code == 0, proc.out + proc.err
+    lines = [ln for ln in proc.out.splitlines() if ln.strip()]
+    assert sum(ln.startswith("identical ") for ln in lines) >= 24, proc.out
 
 
 def _swap(c: Any, role: str, i: int, j: int) -> Any:
@@ -273,15 +267,17 @@ async def memory(run: Run) -> str:
 
 
 @pytest.mark.slow
-def test_check_determinism_compares_with_the_committed_cassette(project: Path) -> None:
+def test_check_determinism_compares_with_the_committed_cassette(cli: Callable[..., Any], project: Path) -> None:
     """A scenario keeping state in a fixed folder: every probe sees what the recording left, so the probes agree
-    with each other and the check said `identical` while every replay read `changed`."""
+    with each other and the check said `identical` while every replay read `changed`.
+
+    What is left behind is a file, so the recording and the command run in-process; the probes are
+    fresh processes (``check`` starts them)."""
     (project / "scenarios" / "state.py").write_text(LEFTOVER)
-    run = lambda *a: subprocess.run([sys.executable, "-m", "replay", *a], cwd=project, capture_output=True, text=True, timeout=120)  # noqa: E731
-    assert run("record", "state/memory").returncode == 0
-    proc = run("record", "--check-determinism", "2", "state/memory")
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("DIFFERENT state/memory")]
+    assert cli("record", "state/memory").code == 0
+    proc = cli("record", "--check-determinism", "2", "state/memory")
+    assert proc.code == 1, proc.out + proc.err
+    (line,) = [ln for ln in proc.out.splitlines() if ln.startswith("DIFFERENT state/memory")]
     assert "the recordings agree with each other but not with cassettes/state/memory.cassette" in line, line
     assert "first visit" in line and "welcome back" in line
 
