@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT, MatrixEnvs
+from conftest import ROOT, CliResult, MatrixEnvs
 
 
 @pytest.fixture
@@ -19,20 +17,24 @@ def env_dir(matrix_envs: MatrixEnvs) -> Path:
     return matrix_envs.env_dir
 
 
-def _report(env_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, REPLAY_ENV_DIR=str(env_dir), CI="1")
-    env.pop("GITHUB_STEP_SUMMARY", None)
-    return subprocess.run(
-        [sys.executable, "-m", "replay", "report", *args],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200, check=False,
-    )
+@pytest.fixture
+def report(cli: Callable[..., CliResult], env_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., CliResult]:
+    """``replay report ARGS`` on the session's environments, with CI's plain progress.
+
+    In-process: the trials are the fresh processes (in the versions' environments), and the
+    command that starts them only paid again for importing pydantic-ai in a process of its own.
+    """
+    monkeypatch.setenv("REPLAY_ENV_DIR", str(env_dir))
+    monkeypatch.setenv("CI", "1")
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    return lambda *args: cli("report", *args, cwd=ROOT)
 
 
-def _json(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+def _json(proc: CliResult) -> dict[str, Any]:
     try:
-        return json.loads(proc.stdout)
+        return json.loads(proc.out)
     except ValueError:
-        raise AssertionError(f"exit {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}") from None
+        raise AssertionError(f"exit {proc.code}\nstdout: {proc.out}\nstderr: {proc.err}") from None
 
 
 @pytest.mark.parametrize(
@@ -60,11 +62,11 @@ def test_a_missing_control_is_bad_input_too(cli, tmp_path: Path) -> None:
     assert "Traceback" not in r.err
 
 
-def test_seed003_report_on_the_installed_release(env_dir: Path, tmp_path: Path) -> None:
+def test_seed003_report_on_the_installed_release(report: Callable[..., CliResult], tmp_path: Path) -> None:
     """One version, two trials: the disagreement, the controls clean, trials byte-identical."""
     out = tmp_path / "seed003.md"
-    proc = _report(env_dir, "seed003/reused_id_one_return", "--harness", "0.62.0", "--trials", "2", "--out", str(out))
-    assert proc.returncode == 0, proc.stderr
+    proc = report("seed003/reused_id_one_return", "--harness", "0.62.0", "--trials", "2", "--out", str(out))
+    assert proc.code == 0, proc.err
     md = out.read_text()
     assert "is_provider_valid True, but 1 tool call (add, c1) has no result" in md
     assert "| `seed003/reused_id_two_returns` |" in md and md.count("no violation") == 3
@@ -74,10 +76,10 @@ def test_seed003_report_on_the_installed_release(env_dir: Path, tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_seed000_long_on_two_versions_three_trials(env_dir: Path) -> None:
-    proc = _report(env_dir, "seed000/long", "--harness", "0.54.0", "--harness", "0.62.0", "--trials", "3", "--format", "json")
+def test_seed000_long_on_two_versions_three_trials(report: Callable[..., CliResult]) -> None:
+    proc = report("seed000/long", "--harness", "0.54.0", "--harness", "0.62.0", "--trials", "3", "--format", "json")
     doc = _json(proc)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.code == 0, proc.err
     old, new = doc["versions"]
     assert (old["harness"], old["slim"], new["harness"], new["slim"]) == ("0.54.0", "2.54.0", "0.62.0", "2.62.0")
     assert old["scenarios"]["seed000/long"]["estimates"] == {"main": [897, 1793, 2691]}
@@ -92,10 +94,10 @@ def test_seed000_long_on_two_versions_three_trials(env_dir: Path) -> None:
 
 
 @pytest.mark.slow
-def test_seed002_report_shows_the_accepted_blank_summary(env_dir: Path, tmp_path: Path) -> None:
+def test_seed002_report_shows_the_accepted_blank_summary(report: Callable[..., CliResult], tmp_path: Path) -> None:
     out = tmp_path / "seed002.md"
-    proc = _report(env_dir, "seed002/whitespace", "--harness", "0.54.0", "--harness", "0.62.0", "--trials", "2", "--out", str(out))
-    assert proc.returncode == 0, proc.stderr
+    proc = report("seed002/whitespace", "--harness", "0.54.0", "--harness", "0.62.0", "--trials", "2", "--out", str(out))
+    assert proc.code == 0, proc.err
     md = out.read_text()
     assert "| requests per role | main 4, summarizing_compaction 1 | main 2, summarizing_compaction 2 |" in md
     assert "| observation `note_alpha_in_history` | false | true |" in md
