@@ -14,11 +14,12 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import MATRIX_SCENARIOS, ROOT, MatrixEnvs
+from conftest import MATRIX_SCENARIOS, ROOT, CliResult, MatrixEnvs
 
 from replay.matrix import render_markdown
 
@@ -71,7 +72,7 @@ def cold(matrix_envs: MatrixEnvs) -> dict[str, Any]:
     return doc
 
 
-def test_two_versions_against_the_recording(cold: dict[str, Any], out_dir: Path) -> None:
+def test_two_versions_against_the_recording(cold: dict[str, Any], out_dir: Path, cli: Callable[..., CliResult]) -> None:
     versions = {v["spec"]: v for v in cold["versions"]}
     assert list(versions) == ["0.54.0", "0.62.0"]
     for spec, slim in (("0.54.0", "2.54.0"), ("0.62.0", "2.62.0")):
@@ -99,8 +100,8 @@ def test_two_versions_against_the_recording(cold: dict[str, Any], out_dir: Path)
     # each version's result cassettes, ready for `replay diff`
     a, b = out_dir / "0.54.0" / "seed000" / "long.cassette", out_dir / "0.62.0" / "seed000" / "long.cassette"
     assert a.is_file() and b.is_file()
-    diff = _matrix(Path("unused"), "diff", str(b), str(a), "--format", "json")
-    assert diff.returncode == 1 and json.loads(diff.stdout)["changed"] is True
+    diff = cli("diff", b, a, "--format", "json")  # in-process: the result cassettes are what is checked here
+    assert diff.code == 1 and json.loads(diff.out)["changed"] is True
 
 
 def test_second_run_reuses_environments(cold: dict[str, Any], env_dir: Path, tmp_path: Path) -> None:
@@ -241,8 +242,10 @@ NEWER = (
 )
 
 
-def test_isolation_and_run_parity(env_dir: Path, tmp_path: Path) -> None:
-    """A file that cannot import on 0.54.0 errors only its own cell; --on-exhausted reaches the envs."""
+def test_isolation_and_run_parity(env_dir: Path, tmp_path: Path, cli: Callable[..., CliResult]) -> None:
+    """A file that cannot import on 0.54.0 errors only its own cell; --on-exhausted reaches the envs.
+
+    The recording runs in-process (the environments' processes are what is isolated here)."""
     project = tmp_path / "proj"
     (project / "scenarios").mkdir(parents=True)
     (project / "pyproject.toml").write_text("[tool.replay]\n")
@@ -256,7 +259,7 @@ def test_isolation_and_run_parity(env_dir: Path, tmp_path: Path) -> None:
         return subprocess.run([sys.executable, "-m", "replay", *args], cwd=project, env=env,
                               capture_output=True, text=True, timeout=900, check=False)
 
-    assert replay_cli("record").returncode == 0
+    assert cli("record", cwd=project).code == 0
     doc = _json(replay_cli("matrix", "--harness", "0.54.0,0.62.0", "--format", "json", "--jobs", "2"))
     row, newer = doc["scenarios"]["iso/counted"], doc["scenarios"]["iso/newer"]
     assert row["0.54.0"]["status"] == "same" and row["0.62.0"]["status"] == "same", row
