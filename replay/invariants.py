@@ -397,11 +397,16 @@ def _harness_data(item: Any) -> bool:
     return isinstance(origin, str) and origin.startswith("pydantic-ai-harness.")
 
 
+def _carries_harness_data(part: dict[str, Any]) -> bool:
+    """Whether a part's content holds any of the harness's own data items (else its user text is its text)."""
+    content = part.get("content")
+    return isinstance(content, list) and any(_harness_data(c) for c in content)
+
+
 def _user_text(part: dict[str, Any]) -> str:
     """A part's text as something a user or the model said: without the harness's own data items."""
-    content = part.get("content")
-    if isinstance(content, list) and any(_harness_data(c) for c in content):
-        return _part_text({"content": [c for c in content if not _harness_data(c)]})
+    if _carries_harness_data(part):
+        return _part_text({"content": [c for c in part["content"] if not _harness_data(c)]})
     return _part_text(part)
 
 
@@ -465,7 +470,8 @@ def _words(message: Message) -> tuple[list[str], list[list[str]]]:
     per = [(p.get("part_kind"), _TOKEN.findall(_part_text(p))) for p in parts]
     scoped = _request_scoped(message) if message.get("kind") == "request" else ()
     needles = [
-        ts if kind != "user-prompt" else _TOKEN.findall(_user_text(parts[k]))  # harness data is not a user's words
+        # harness data is not a user's words; a prompt without any is its text, already tokenised
+        _TOKEN.findall(_user_text(parts[k])) if kind == "user-prompt" and _carries_harness_data(parts[k]) else ts
         for k, (kind, ts) in enumerate(per)
         if ts and kind in ("user-prompt", "text") and k not in scoped
     ]
