@@ -14,11 +14,10 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import functools
-import gc
 import hashlib
 import re
 import threading
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +25,7 @@ import msgpack
 
 from .._conversations import in_conversations, interleaved_roles, turns_of
 from .._untrusted import finite
-from ..cassette import Cassette, Exchange
+from ..cassette import Cassette, Exchange, paused_gc
 from ..scenario import stable_name
 from ..scrub import PLACEHOLDER_RE
 from ._schema import EMPTY, Choice, Schema, compile_schema, installed_schema, merge
@@ -279,23 +278,6 @@ class Normaliser:
     def root(self, value: Any, name: str) -> Any:
         """Normalise a value of a known root kind (``message``, ``parameters``, ``usage``)."""
         return self.value(value, self.schema.root(name) or ANY_CLASS)
-
-
-@contextlib.contextmanager
-def paused_gc() -> Iterator[None]:
-    """No cyclic garbage collection while a stage builds its (acyclic) tables.
-
-    Normalising allocates a dict per message and part; each allocation burst triggers collections
-    that traverse every object alive, the loaded cassettes included (millions at 10,000 requests):
-    that doubled normalise and diff time. Nothing built here has cycles, so pausing loses nothing.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def schema_for(cassette: Cassette, other: Cassette | None = None) -> Schema:
