@@ -34,12 +34,12 @@ from typing import Any, Literal
 from . import _facts
 from ._conversations import Predecessors, interleaved_roles, paired_ordinals
 from ._untrusted import finite
-from .cassette import AgentRunRecord, Cassette, Exchange, is_harness_module
+from .cassette import AgentRunRecord, Cassette, Exchange, is_harness_module, paused_gc
 from .differ import message_label
 from .errors import ReplayError, ReplayUsageError
 from .histories import ORIGIN as OBSERVED
 from .histories import as_requests
-from .normaliser import ANY_CLASS, Normaliser, digest, paused_gc
+from .normaliser import ANY_CLASS, Normaliser, digest
 from .recorder import _static_header, estimate, load_messages
 
 Message = dict[str, Any]
@@ -717,6 +717,7 @@ class _Index:
         """Messages rebuilt by the checks (a prompt a compaction dropped), numbered after the table."""
         self._chars: dict[int, int | None] = {}
         self._words: dict[int, tuple[list[str], list[list[str]]]] = {}
+        self._texts: dict[int, tuple[str, list[str]]] = {}
         self._instr: dict[int, int] = {}
         self._loadable: dict[int, bool] = {}
         self.newer_slim = _newer_than_installed(c.header.slim_version)
@@ -768,6 +769,13 @@ class _Index:
     def needles(self, i: int) -> list[list[str]]:
         """The tokens of each non-empty user or assistant text of a message: what a compaction must not lose."""
         return self.words(i)[1]
+
+    def texts(self, i: int) -> tuple[str, list[str]]:
+        """:func:`_texts` of a message (what :meth:`words` tokenises), built once."""
+        found = self._texts.get(i)
+        if found is None:
+            found = self._texts[i] = self._fact("texts", i, _texts)
+        return found
 
     def words(self, i: int) -> tuple[list[str], list[list[str]]]:
         """:meth:`tokens` and :meth:`needles` of a message, from one tokenisation (most messages need both)."""
@@ -1122,31 +1130,115 @@ def _ruler(c: Cassette, exchanges: list[Exchange], after: list[int]) -> str:
             f"recorded {_labels(r for r in recorded if r is not None)})")
 
 
-def _unfound(ix: _Index, source: list[int], *texts: _Grams) -> list[int]:
+class _Verbatim:
+    """A text (tokenised, :func:`_tokens`, it would be a ``_Grams``' tokens) searched for a needle as written.
+
+    A needle written out in the text with a token edge at both ends (no word character on either
+    side of an end that is one) has its tokens one after the other among the text's: a word is a
+    maximal run of word characters and every other mark outside whitespace is a token of its own,
+    so tokenising the text tokenises that stretch exactly as the needle alone. ``_Grams.has`` is
+    then true of it. Most of what a compaction got is written out in its summarizer's input or its
+    kept history, so most needles are settled by a substring search, and the text is tokenised only
+    when one is not (``_lost_positions``). The search resumes where the last needle was found (a
+    history is written out in its order), then starts over; a needle found only at token-splitting
+    places within ``_TRIES`` occurrences is left to the tokens.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.at = 0
+
+    def has(self, needle: str) -> bool:
+        end = _bounded_end(self.text, needle, self.at)
+        if end < 0 and self.at:
+            end = _bounded_end(self.text, needle, 0)
+        if end < 0:
+            return False
+        self.at = end
+        return True
+
+
+_WORD = re.compile(r"\w")
+"""A word character as ``_TOKEN`` reads one."""
+_TRIES = 8
+
+
+def _bounded_end(text: str, needle: str, start: int) -> int:
+    """The end of an occurrence of ``needle`` (not empty) in ``text`` at or after ``start`` whose ends are
+    token edges, or -1 (none within the first ``_TRIES`` occurrences)."""
+    word_head = _WORD.match(needle) is not None
+    word_tail = _WORD.match(needle, len(needle) - 1) is not None
+    at = text.find(needle, start)
+    for _ in range(_TRIES):
+        if at < 0:
+            return -1
+        end = at + len(needle)
+        if not (word_head and at > 0 and _WORD.match(text, at - 1)) and not (
+            word_tail and end < len(text) and _WORD.match(text, end)
+        ):
+            return end
+        at = text.find(needle, at + 1)
+    return -1
+
+
+def _texts(message: Message) -> tuple[str, list[str]]:
+    """:func:`_words` untokenised: the text whose tokens are the message's (its part texts, one per
+    line: a newline is no token and joins none), and each needle's text, stripped (its tokens are
+    that needle: whitespace is no token, and a text with anything else has a token)."""
+    parts = _parts(message)
+    texts = [_part_text(p) for p in parts]
+    scoped = _request_scoped(message) if message.get("kind") == "request" else ()
+    needles: list[str] = []
+    for k, (part, text) in enumerate(zip(parts, texts, strict=True)):
+        kind = part.get("part_kind")
+        if kind not in ("user-prompt", "text") or k in scoped or not text.strip():
+            continue
+        needle = (_user_text(part) if kind == "user-prompt" and _carries_harness_data(part) else text).strip()
+        if needle:
+            needles.append(needle)
+    return "\n".join(texts), needles
+
+
+def _unfound(ix: _Index, source: list[int], texts: list[_Verbatim], grams: Callable[[], list[_Grams]]) -> list[int]:
     """Positions in ``source`` of messages with a user or assistant text found in none of ``texts``
-    (each text checked once)."""
+    (each needle checked once): written out in one of them, or else (``grams``: the same texts
+    tokenised, built on first need) every run of its tokens found in one."""
     verdict: dict[str, bool] = {}
 
-    def lost(tokens: list[str]) -> bool:
-        key = " ".join(tokens)
-        if key not in verdict:
-            verdict[key] = not any(t.has(tokens) for t in texts)
-        return verdict[key]
+    def lost(needle: str) -> bool:
+        found = verdict.get(needle)
+        if found is None:
+            if any(t.has(needle) for t in texts):
+                found = False
+            else:
+                tokens = _TOKEN.findall(needle)
+                found = not any(g.has(tokens) for g in grams())
+            verdict[needle] = found
+        return found
 
-    return [k for k, i in enumerate(source) if any(lost(t) for t in ix.needles(i))]
+    return [k for k, i in enumerate(source) if any(lost(t) for t in ix.texts(i)[1])]
 
 
 def _lost_positions(ix: _Index, window: list[Exchange], sent: list[int], source: list[int]) -> list[int]:
     """:func:`_unfound` of a compaction: what the summarizer got (``window``) and what was kept (``sent``).
 
     A function of those messages' contents alone, so a compaction the other side of a comparison
-    made from the same contents (a replay: new timestamps, same words) is not tokenised again.
+    made from the same contents (a replay: new timestamps, same words) is not searched again.
     """
 
     def compute() -> list[int]:
-        said = [t for e in window for i in e.messages for t in ix.tokens(i)]
-        said += [t for e in window for t in _TOKEN.findall(e.instructions or "")]
-        return _unfound(ix, source, _Grams(said), _Grams([t for i in sent for t in ix.tokens(i)]))
+        said = [ix.texts(i)[0] for e in window for i in e.messages] + [e.instructions or "" for e in window]
+        kept = [ix.texts(i)[0] for i in sent]
+        built: list[_Grams] = []
+
+        def grams() -> list[_Grams]:
+            if not built:
+                tokens = [t for e in window for i in e.messages for t in ix.tokens(i)]
+                tokens += [t for e in window for t in _TOKEN.findall(e.instructions or "")]
+                built.extend((_Grams(tokens), _Grams([t for i in sent for t in ix.tokens(i)])))
+            return built
+
+        return _unfound(ix, source, [_Verbatim("\n".join(said)), _Verbatim("\n".join(kept))], grams)
 
     key = _facts.content_key([
         [[ix.key(i) for i in e.messages] for e in window],

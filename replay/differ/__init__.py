@@ -19,8 +19,8 @@ from typing import Any, Literal
 
 from .. import _facts
 from .._conversations import in_conversations, interleaved_roles, turns_of
-from ..cassette import Cassette, Exchange
-from ..normaliser import NormalCassette, NormalRequest, Rules, digest, normalise, paused_gc, schema_for
+from ..cassette import Cassette, Exchange, paused_gc
+from ..normaliser import NormalCassette, NormalRequest, Rules, digest, normalise, schema_for
 from ..wire.cache import CacheChange, Price, RequestCost, Tokenizer, Tokens, equivalent_costs, request_costs, total
 from ..wire.cache import compare as compare_cache
 from ..wire.compare import WireChange

@@ -1,0 +1,81 @@
+"""content_lost settles most needles by a substring search (``invariants._Verbatim``) instead of tokens.
+
+The search may only say "found" where the tokens say so too (``_Grams.has``), or a lost message
+would read as kept; and ``_texts`` must give exactly the needles ``_words`` tokenises. Checked on
+texts built from characters at token edges: word characters, marks, underscores, digits,
+non-ASCII letters and whitespace of several kinds.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from replay import invariants
+from replay.invariants import _TOKEN, _bounded_end, _Grams, _texts, _Verbatim, _words
+
+_ALPHABET = st.sampled_from(list("ab1_é-.,:\n \t\u00a0\u2003ÅΣ٣"))
+_TEXT = st.text(_ALPHABET, max_size=40)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(_TEXT, _TEXT.filter(lambda s: s.strip() != ""))
+def test_found_written_out_means_found_by_tokens(text: str, needle: str) -> None:
+    needle = needle.strip()
+    if _Verbatim(text).has(needle):
+        assert _Grams(_TOKEN.findall(text)).has(_TOKEN.findall(needle))
+
+
+@settings(max_examples=500, deadline=None)
+@given(_TEXT, _TEXT, _TEXT.filter(lambda s: s.strip() != ""))
+def test_a_needle_written_between_token_edges_is_found(before: str, after: str, needle: str) -> None:
+    needle = needle.strip()
+    text = f"{before} {needle} {after}"
+    assert _Verbatim(text).has(needle)
+    assert _Grams(_TOKEN.findall(text)).has(_TOKEN.findall(needle))
+
+
+def test_a_word_inside_a_longer_word_is_not_found() -> None:
+    assert not _Verbatim("U10 said so").has("U1")
+    assert not _Verbatim("xab cd efg").has("ab cd ef")
+    assert _Verbatim("U1, U10").has("U1")
+    assert _Verbatim("(U1)").has("U1")
+    assert _Verbatim("say -U1- now").has("-U1-")
+
+
+def test_the_search_resumes_and_starts_over() -> None:
+    text = _Verbatim("one two three one")
+    assert text.has("three")
+    assert text.has("one")  # after "three": the last one
+    assert text.has("two")  # not after it: from the start again
+
+
+def test_bounded_end_gives_up_after_the_tries() -> None:
+    text = "xa " * (invariants._TRIES + 1) + "a"
+    assert _bounded_end(text, "a", 0) == -1  # every early occurrence is inside a word: left to the tokens
+    assert _Grams(_TOKEN.findall(text)).has(["a"])
+
+
+_PART = st.fixed_dictionaries(
+    {"part_kind": st.sampled_from(["user-prompt", "text", "tool-return", "system-prompt"])},
+    optional={"content": st.one_of(
+        _TEXT,
+        st.lists(st.one_of(
+            _TEXT,
+            st.fixed_dictionaries({"kind": st.sampled_from(["text", "cache-point"]), "content": _TEXT}),
+            st.fixed_dictionaries({"content": _TEXT, "metadata": st.just({"origin": "pydantic-ai-harness.bg"})}),
+        ), max_size=3),
+    )},
+)
+_MESSAGE = st.fixed_dictionaries({"kind": st.sampled_from(["request", "response"]), "parts": st.lists(_PART, max_size=4)},
+                                 optional={"metadata": st.just({"__pydantic_ai__": {"request_scoped_tail": 1}})})
+
+
+@settings(max_examples=500, deadline=None)
+@given(_MESSAGE)
+def test_texts_are_what_words_tokenises(message: dict) -> None:
+    text, needles = _texts(message)
+    tokens, needle_tokens = _words(message)
+    assert _TOKEN.findall(text) == tokens
+    assert [_TOKEN.findall(n) for n in needles] == needle_tokens
+    assert all(n == n.strip() and n for n in needles)
