@@ -122,6 +122,13 @@ class Facts:
     def key(self, c: Cassette, index: int) -> Hashable:
         """The content key of ``c.messages[index]`` (held per message table: a copy of the cassette shares it)."""
         table = c.messages
+        last = self._last
+        if last is not None and last[0] is table and not self.private and index < len(last[1]):
+            # the common case, a key computed already of the table looked up last (what _table_keys
+            # and the lines below would give, without their calls: this runs per message and fact)
+            known = last[1][index]
+            if known is not None:
+                return known
         keys = self._table_keys(table)
         if self.private:
             return (id(table), index)  # the table is held by _table_keys, so its id stays its own

@@ -610,6 +610,10 @@ def _summary_part(part: dict[str, Any]) -> bool:
     return isinstance(meta, dict) and any(isinstance(k, str) and ".compaction.summary" in k for k in meta)
 
 
+_NOT_YET: Any = object()
+"""A fact not computed yet (``None`` is one: a message not counted alone)."""
+
+
 class _Seq:
     """An append-only uncompacted history shared by chained runs, with prefix sums for O(1) estimates."""
 
@@ -627,16 +631,22 @@ class _Seq:
         """Positions of each response message, to count those in a prefix."""
 
     def extend(self, ids: Iterable[int]) -> None:
+        # Every message of every run goes through here: locals and the index's memos read directly.
         ix = self.ix
+        chars_of, instr_of, response_ids = ix._chars, ix._instr, ix.response_ids
+        own_ids, chars, uncounted, instructions, responses = self.ids, self.chars, self.uncounted, self.instructions, self.responses
         for i in ids:
-            pos = len(self.ids)
-            self.ids.append(i)
-            ch = ix.chars(i)
-            self.chars.append(self.chars[-1] + (ch or 0))
-            self.uncounted.append(self.uncounted[-1] + (ch is None))
-            self.instructions.append(ix.instr(i) or self.instructions[-1])
-            is_response = i in ix.response_ids
-            self.responses.append(self.responses[-1] + is_response)
+            pos = len(own_ids)
+            own_ids.append(i)
+            ch = chars_of.get(i, _NOT_YET)
+            if ch is _NOT_YET:
+                ch = ix.chars(i)
+            chars.append(chars[-1] + (ch or 0))
+            uncounted.append(uncounted[-1] + (ch is None))
+            n = instr_of.get(i)
+            instructions.append((n if n is not None else ix.instr(i)) or instructions[-1])
+            is_response = i in response_ids
+            responses.append(responses[-1] + is_response)
             if is_response:
                 self.at.setdefault(ix.norm[i], []).append(pos)
 
@@ -823,15 +833,21 @@ class _Index:
         instructions, over 4 — or, where a message is not counted alone (instruction deltas), the
         harness on the whole list. ``per_message``: every message alone, by hand where the harness
         cannot count it (a later slim's parts under an earlier one), so two sides share one ruler."""
+        # Called for every main request over every message it sends: the per-index memos are read
+        # here directly, the methods only called for an index not seen yet.
+        chars_of, instr_of = self._chars, self._instr
         total, instructions = 0, 0
         for i in ids:
-            ch = self.chars(i)
+            ch = chars_of.get(i, _NOT_YET)
+            if ch is _NOT_YET:
+                ch = self.chars(i)
             if ch is None:
                 if not per_message:
                     return _exact(self.expand(ids))
                 ch = _hand_chars(self.msg(i))
             total += ch
-            instructions = self.instr(i) or instructions
+            n = instr_of.get(i)
+            instructions = (n if n is not None else self.instr(i)) or instructions
         return (total + instructions) // 4
 
     @property
