@@ -81,14 +81,51 @@ def dumps_json(value: Any, **kwargs: Any) -> str:
     ``ensure_ascii=False`` leaves C1 controls, bidi overrides and U+2028 raw; they only occur
     inside string literals, where ``\\uXXXX`` means the same value, so the data is unchanged.
     """
-    kwargs.setdefault("ensure_ascii", False)
-    kwargs.setdefault("default", str)
-    try:
-        text = json.dumps(value, allow_nan=False, **kwargs)
-    except ValueError:  # NaN or infinity (an observation): strict JSON has none, `jq` refuses bare NaN
-        text = json.dumps(finite(value), **kwargs)
+    text = _indented_plain(value) if kwargs == {"indent": 2} else None
+    if text is None:
+        kwargs.setdefault("ensure_ascii", False)
+        kwargs.setdefault("default", str)
+        try:
+            text = json.dumps(value, allow_nan=False, **kwargs)
+        except ValueError:  # NaN or infinity (an observation): strict JSON has none, `jq` refuses bare NaN
+            text = json.dumps(finite(value), **kwargs)
+    if text.isascii() and "\x7f" not in text:  # DEL is the one character of _CONTROL_RANGES below 0x80:
+        return text  # two scans at memory speed, where the class search read a 10 MB report in 0.15 s
     unsafe = _unsafe_in_json()
     return unsafe.sub(_json_char, text) if unsafe.search(text) else text
+
+
+def _indented_plain(value: Any) -> str | None:
+    """``json.dumps(value, indent=2, ensure_ascii=False)``, written by pydantic-core, for a value made
+    only of maps with text keys, lists, tuples, text, booleans, None and integers; None for anything else.
+
+    With ``indent`` the standard library encodes in Python: the 10 MB report of a 10,000-request
+    ``replay diff --format json`` took 0.38 s of CPU to write, pydantic-core a tenth of that. For
+    such values both write the same text (the same indentation, separators, empty ``[]`` and ``{}``,
+    and escapes: the short forms, ``\\u00xx`` for other control characters, nothing else; shown
+    by tests/unit/test_untrusted.py). Floats (``1e-05`` against ``1e-5``), other types and text
+    pydantic-core refuses (a lone surrogate) are left to ``json``.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        t = type(item)
+        if t is str or t is bool or t is int or item is None:
+            continue
+        if t is dict:
+            if not all(type(k) is str for k in item):
+                return None
+            stack.extend(item.values())
+        elif t is list or t is tuple:
+            stack.extend(item)
+        else:
+            return None
+    try:
+        from pydantic_core import to_json
+
+        return to_json(value, indent=2).decode("utf-8")
+    except Exception:  # e.g. a lone surrogate, which pydantic-core cannot encode: json writes it
+        return None
 
 
 def finite(value: Any) -> Any:

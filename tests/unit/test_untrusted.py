@@ -107,3 +107,46 @@ def test_json_output_is_strict_json_even_with_nan() -> None:
     assert std.loads(text, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c))) == {
         "score": "NaN", "xs": ["Infinity", "-Infinity", 1.5], "ok": "NaN in text"}
     assert dumps_json({"a": 1.0}) == '{"a": 1.0}'  # the common case: unchanged
+
+
+# dumps_json(indent=2) writes plain values with pydantic-core: the same text as json's own writer.
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from replay._untrusted import _CONTROL_RANGES, _indented_plain, _json_char, on_use  # noqa: E402
+
+_CHARS = st.one_of(st.characters(), st.sampled_from(list("\x00\x1b\x7f\x85\u2028\u202e\ufeff\"\\\n\t/é")))
+_LEAF = st.one_of(st.text(_CHARS, max_size=8), st.integers(min_value=-(2**70), max_value=2**70), st.booleans(), st.none(),
+                  st.floats(allow_nan=False, allow_infinity=False))
+_VALUE = st.recursive(_LEAF, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.tuples(inner, inner), st.dictionaries(st.text(_CHARS, max_size=4), inner, max_size=4),
+), max_leaves=25)
+
+
+def _by_json(value: object) -> str:
+    """What dumps_json wrote with the standard library's writer alone."""
+    text = json.dumps(value, allow_nan=False, ensure_ascii=False, default=str, indent=2)
+    unsafe = on_use(f"[{_CONTROL_RANGES}]")()
+    return unsafe.sub(_json_char, text) if unsafe.search(text) else text
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_VALUE)
+def test_indented_json_is_what_the_standard_library_writes(value: object) -> None:
+    assert dumps_json(value, indent=2) == _by_json(value)
+
+
+def test_only_plain_values_take_the_fast_writer() -> None:
+    assert _indented_plain({"a": [1, (2, "x")], "b": None, "c": True}) is not None
+    assert _indented_plain({"a": 1e-05}) is None  # json writes 1e-05, pydantic-core 1e-5
+    assert _indented_plain({1: "x"}) is None  # json turns the key into text
+    assert _indented_plain({"a": "\ud800"}) is None  # a lone surrogate: pydantic-core refuses it
+    assert dumps_json({"a": "\ud800\x7f\x85"}, indent=2) == _by_json({"a": "\ud800\x7f\x85"})
+
+
+def test_del_is_the_only_ascii_character_screened() -> None:
+    """dumps_json returns an ASCII text without DEL unscreened: no other character below 0x80 is in the class."""
+    import re
+
+    assert [c for c in range(128) if re.fullmatch(f"[{_CONTROL_RANGES}]", chr(c))] == [0x7F]
