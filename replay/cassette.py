@@ -429,8 +429,20 @@ def _bare_error(record: dict[str, Any]) -> None:
         error.pop("attributes", None)  # an error without values of its own is written exactly as before
 
 
-def to_wire(cassette: Cassette) -> dict[str, Any]:
-    data = cassette.model_dump(mode="python", exclude_none=False)
+def to_wire(cassette: Cassette, *, share_messages: bool = False) -> dict[str, Any]:
+    """The cassette as the plain data written to disk.
+
+    ``share_messages``: the message table goes in as the very list of dicts the cassette holds
+    instead of a deep copy (``model_dump`` copies every map of every message, a third of a long
+    recording's save); the caller must only read the result. The table is JSON data already
+    (dumped in ``json`` mode, or read from a file), which a copy would give back unchanged; a
+    value that is not (a dataclass somebody put there) makes msgpack refuse it, and ``dumps``
+    then writes the copy, as before."""
+    if share_messages:
+        rest = cassette.model_dump(mode="python", exclude_none=False, exclude={"messages"})
+        data = {"header": rest.pop("header"), "messages": cassette.messages, **rest}
+    else:
+        data = cassette.model_dump(mode="python", exclude_none=False)
     _share_run_texts(data)
     for ex in data["exchanges"]:
         ex["messages"] = _runs(ex["messages"])
@@ -455,7 +467,10 @@ def to_wire(cassette: Cassette) -> dict[str, Any]:
 
 def dumps(cassette: Cassette) -> bytes:
     try:
-        packed: bytes = msgpack.packb(to_wire(cassette), use_bin_type=True)
+        try:
+            packed: bytes = msgpack.packb(to_wire(cassette, share_messages=True), use_bin_type=True)
+        except TypeError:  # an object in the table that only the copy turns into data (see to_wire)
+            packed = msgpack.packb(to_wire(cassette), use_bin_type=True)
         return MAGIC + packed
     except (TypeError, ValueError) as exc:
         raise CassetteError(cassette.header.scenario_id or "<cassette>", f"cannot encode: {exc}") from exc

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from replay.cassette import (
     load,
     loads,
     save,
+    to_wire,
 )
 from replay.errors import CassetteError
 
@@ -191,3 +193,19 @@ def test_repr_is_a_summary_whatever_the_size() -> None:
     c = Cassette(messages=[{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "x" * 10_000}]}] * 50)
     c.header.scenario_id = "big/one"
     assert repr(c) == "Cassette(scenario_id='big/one', 0 requests, 50 messages, outcome='ok')"
+
+
+@dataclasses.dataclass
+class _Part:
+    content: str
+
+
+def test_dumps_writes_the_shared_message_table_as_the_copy_would() -> None:
+    """``dumps`` packs the message table as it stands rather than a deep copy: the same bytes, and a
+    value only the copy turns into data (a dataclass) is still written as that data."""
+    c = sample()
+    assert dumps(c) == MAGIC + msgpack.packb(to_wire(c), use_bin_type=True)
+    plain = Cassette(messages=[{"kind": "request", "parts": [{"content": "hi"}]}])
+    with_object = Cassette(messages=[{"kind": "request", "parts": [_Part("hi")]}])
+    assert dumps(with_object) == dumps(plain)
+    assert with_object.messages[0]["parts"][0] == _Part("hi")  # the cassette itself is left as it was
