@@ -16,6 +16,7 @@ import enum
 import functools
 import importlib.metadata
 import json
+import operator
 import os
 import platform
 import sys
@@ -251,7 +252,7 @@ class _Watched:
                     self.add(item)
             return
         fields = getattr(value, "__dict__", None)
-        if type(fields) is not dict or getattr(type(value), "__slots__", None):
+        if type(fields) is not dict or _slotted(cls):
             raise _Opaque
         self.objects.append(value)
         self.object_copies.append(dict(fields))
@@ -260,7 +261,7 @@ class _Watched:
                 self.add(item)
 
     def unchanged(self) -> bool:
-        return [o.__dict__ for o in self.objects] == self.object_copies and self.containers == self.container_copies
+        return list(map(_fields_of, self.objects)) == self.object_copies and self.containers == self.container_copies
 
     def only_stamped(self) -> bool:
         """Whether the only change is pydantic-ai stamping ``run_id``/``conversation_id`` on the
@@ -283,6 +284,24 @@ class _Watched:
             return self.unchanged() or self.only_stamped()
         except Exception:  # a field's __eq__ raising, a RecursionError on absurd nesting: not worth a recording
             return False
+
+
+_fields_of = operator.attrgetter("__dict__")
+"""``o.__dict__`` in C: :meth:`_Watched.unchanged` runs for every message of every request."""
+
+_SLOTTED: dict[type, bool] = {}
+
+
+def _slotted(cls: type) -> bool:
+    """Whether ``cls`` declares ``__slots__`` (not every field is in ``__dict__``), remembered per class:
+    asked for every object a new message reaches, and a class without them made ``getattr`` build and
+    drop an AttributeError each time."""
+    found = _SLOTTED.get(cls)
+    if found is None:
+        if len(_SLOTTED) >= 4096:  # classes made on the fly (one per run): keep the table bounded
+            _SLOTTED.clear()
+        found = _SLOTTED[cls] = bool(getattr(cls, "__slots__", None))
+    return found
 
 
 def _plain_copy(value: Any) -> Any:
@@ -342,9 +361,18 @@ class MessageCache:
         entries = self._entries
         for message in messages:
             entry = entries.get(id(message))
-            if entry is not None and entry[0] is message and entry[1].still_valid():
-                out.append(entry[2])
-                continue
+            if entry is not None and entry[0] is message:
+                watched = entry[1]
+                try:  # unchanged(), inline: this runs for every message of every request
+                    same = (
+                        list(map(_fields_of, watched.objects)) == watched.object_copies
+                        and watched.containers == watched.container_copies
+                    )
+                except Exception:
+                    same = False
+                if same or watched.still_valid():
+                    out.append(entry[2])
+                    continue
             missing.append((len(out), message))
             out.append(-1)
         if missing:

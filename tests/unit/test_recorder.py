@@ -430,3 +430,39 @@ def test_set_typed_request_parameters_are_recorded_in_one_order() -> None:
     recorded = {"deferred_capability_ids": ["release-notes", "code-review"], "function_tools": [{"name": "b"}, {"name": "a"}]}
     assert sent_parameters(recorded) == {"deferred_capability_ids": ["code-review", "release-notes"],
                                          "function_tools": [{"name": "b"}, {"name": "a"}]}
+
+
+def test_slotted_classes_are_told_apart_by_the_class_itself() -> None:
+    """The per-class memo of ``__slots__`` answers for that class only: a slotted class and an unslotted
+    one of the same name, made one after the other, are each watched (or not) as they are."""
+    import pytest
+
+    from replay.recorder import _Opaque, _Watched
+
+    def made(slotted: bool) -> Any:
+        namespace: dict[str, Any] = {"__slots__": ("x", "__dict__")} if slotted else {}
+        cls = type("Part", (), namespace)
+        obj = cls()
+        obj.x = 1
+        obj.y = 2
+        return obj
+
+    for _ in range(2):
+        _Watched().add(made(False))
+        with pytest.raises(_Opaque):
+            _Watched().add(made(True))
+
+
+def test_a_watched_message_changed_in_a_nested_object_is_dumped_again() -> None:
+    """The inline check of a re-sent message still sees a change deep in it (a part's content)."""
+    from replay.cassette import CassetteBuilder
+    from replay.recorder import MessageCache
+
+    cache = MessageCache(CassetteBuilder())
+    message = ModelRequest(parts=[UserPromptPart("first")])
+    first = cache.indices([message])
+    assert cache.indices([message]) == first
+    message.parts[0].content = "second"
+    again = cache.indices([message])
+    assert again != first
+    assert cache.builder.cassette.messages[again[0]]["parts"][0]["content"] == "second"
