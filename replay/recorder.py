@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import TypeAdapter
-from pydantic_core import to_jsonable_python
+from pydantic_core import to_json, to_jsonable_python
 
 from . import __version__
 from ._determinism import deterministic_ids
@@ -158,8 +158,12 @@ class Estimates:
         return found
 
 
+def _unknown(o: Any) -> str:
+    return f"<{type(o).__qualname__}>"
+
+
 def jsonable(value: Any) -> Any:
-    return to_jsonable_python(value, fallback=lambda o: f"<{type(o).__qualname__}>", serialize_unknown=False)
+    return to_jsonable_python(value, fallback=_unknown, serialize_unknown=False)
 
 
 _ERROR_SKIPPED = frozenset({"message", "args", "headers"})
@@ -430,6 +434,8 @@ class Session:
         """Each agent run's (conversation, turn) as the run started, by slot (see ``replay._conversations``)."""
         self._started: dict[str, int] = {}
         self._ended: dict[tuple[int, int], tuple[int, Any]] = {}
+        self._parameters: dict[bytes, int] = {}
+        """Blob index of each request-parameters JSON text seen (see :meth:`_parameters_blob`)."""
         bind = getattr(self.source, "bind", None)
         if callable(bind):
             bind(self)
@@ -456,7 +462,7 @@ class Session:
                 model_system=_safe_attr(call.model, "system"),
                 messages=indices,
                 settings=b.blob(jsonable(settings) if settings else None),
-                parameters=b.blob(parameters_json(params)) if params is not None else None,
+                parameters=self._parameters_blob(params) if params is not None else None,
                 estimate=self.cache.estimates.of(messages, indices) if messages is not None and call.kind != "count_tokens" else None,
                 run=_RUN.get(),
             )
@@ -465,6 +471,25 @@ class Session:
             if call.role not in roles:  # a scenario file's module by its place, not its path-and-bytes hash
                 roles[call.role] = stable_name(_origin_module(call))
         return ex
+
+    def _parameters_blob(self, params: Any) -> int | None:
+        """The blob of ``parameters_json(params)``, built once per distinct parameters.
+
+        pydantic-ai builds new request parameters for every request (tool definitions and their
+        schemas included) that are nearly always the ones before: converting, sorting and
+        interning them each time was a tenth of the capture's overhead. Their JSON text, written
+        in C, is the key: the same text is the same ``jsonable`` value, so the same blob (a set
+        listed in another order only misses, and is interned to the same blob as before)."""
+        try:
+            key = to_json(params, fallback=_unknown, serialize_unknown=False)
+        except Exception:  # whatever the converter makes of it, as before
+            return self.builder.blob(parameters_json(params))
+        found = self._parameters.get(key)
+        if found is None:
+            found = self.builder.blob(parameters_json(params))
+            if found is not None:
+                self._parameters[key] = found
+        return found
 
     def answered(self, ex: Exchange) -> None:
         """Note the order in which answers arrive (see :attr:`Exchange.done`)."""

@@ -466,3 +466,23 @@ def test_a_watched_message_changed_in_a_nested_object_is_dumped_again() -> None:
     again = cache.indices([message])
     assert again != first
     assert cache.builder.cassette.messages[again[0]]["parts"][0]["content"] == "second"
+
+
+def test_request_parameters_are_interned_by_content_never_conflated() -> None:
+    """The memo of request parameters by their JSON text gives each distinct content its own blob
+    (1 and 1.0 in a schema stay apart), and equal content built anew the blob it had."""
+    from pydantic_ai.models import ModelRequestParameters
+    from pydantic_ai.tools import ToolDefinition
+
+    from replay.recorder import parameters_json
+
+    def params(default: Any, description: str = "d") -> ModelRequestParameters:
+        schema = {"type": "object", "properties": {"n": {"type": "number", "default": default}}}
+        return ModelRequestParameters(function_tools=[ToolDefinition(name="t", description=description, parameters_json_schema=schema)])
+
+    session = Session()
+    a, b, c = session._parameters_blob(params(1)), session._parameters_blob(params(1.0)), session._parameters_blob(params(1, "e"))
+    assert len({a, b, c}) == 3
+    assert session._parameters_blob(params(1)) == a and session._parameters_blob(params(1.0)) == b
+    blobs = session.builder.cassette.blobs
+    assert [blobs[i] for i in (a, b, c)] == [parameters_json(params(1)), parameters_json(params(1.0)), parameters_json(params(1, "e"))]
