@@ -486,3 +486,17 @@ def test_request_parameters_are_interned_by_content_never_conflated() -> None:
     assert session._parameters_blob(params(1)) == a and session._parameters_blob(params(1.0)) == b
     blobs = session.builder.cassette.blobs
     assert [blobs[i] for i in (a, b, c)] == [parameters_json(params(1)), parameters_json(params(1.0)), parameters_json(params(1, "e"))]
+
+
+def test_a_new_message_at_a_freed_message_address_is_its_own() -> None:
+    """The cache is keyed by a number derived from the object's address: a message freed and another
+    made in its place (CPython reuses the memory at once) is checked by identity, never taken for it."""
+    from replay.cassette import CassetteBuilder
+    from replay.recorder import MessageCache
+
+    cache = MessageCache(CassetteBuilder())
+    for n in range(20):
+        message = ModelRequest(parts=[UserPromptPart(f"text {n}")])
+        [index] = cache.indices([message])
+        assert cache.builder.cassette.messages[index]["parts"][0]["content"] == f"text {n}"
+        del message
