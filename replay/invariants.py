@@ -1163,11 +1163,21 @@ class _Verbatim:
     def __init__(self, text: str) -> None:
         self.text = text
         self.at = 0
+        self.budget = _SCANS * len(text) + _SCAN_SLACK
+        """Characters the searches may still read: a needle written nowhere reads the whole text,
+        so a hostile window of many such needles made every one of them a scan of it (quadratic:
+        a 17 MB cassette took 195 s to check, against 21 s tokenising). Once spent, every needle
+        is left to the tokens, which answer the same; the search is only a shortcut."""
 
     def has(self, needle: str) -> bool:
-        end = _bounded_end(self.text, needle, self.at)
-        if end < 0 and self.at:
-            end = _bounded_end(self.text, needle, 0)
+        if self.budget <= 0:
+            return False
+        text, start = self.text, self.at
+        end = _bounded_end(text, needle, start)
+        self.budget -= (end if end >= 0 else len(text)) - start
+        if end < 0 and start:
+            end = _bounded_end(text, needle, 0)
+            self.budget -= end if end >= 0 else len(text)
         if end < 0:
             return False
         self.at = end
@@ -1177,6 +1187,10 @@ class _Verbatim:
 _WORD = re.compile(r"\w")
 """A word character as ``_TOKEN`` reads one."""
 _TRIES = 8
+_SCANS = 16
+"""Whole-text reads one ``_Verbatim`` may spend on its needles before it leaves them to the tokens:
+a history written out in its order is found in one read, so this is a bound for hostile input."""
+_SCAN_SLACK = 1 << 16
 
 
 def _bounded_end(text: str, needle: str, start: int) -> int:

@@ -8,11 +8,18 @@ non-ASCII letters and whitespace of several kinds.
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replay import invariants
-from replay.invariants import _TOKEN, _bounded_end, _Grams, _texts, _Verbatim, _words
+from replay.cassette import load
+from replay.invariants import _TOKEN, _bounded_end, _Grams, _texts, _Verbatim, _words, run_checks
+
+_ROOT = Path(__file__).resolve().parents[2]
 
 _ALPHABET = st.sampled_from(list("ab1_é-.,:\n \t\u00a0\u2003ÅΣ٣"))
 _TEXT = st.text(_ALPHABET, max_size=40)
@@ -79,3 +86,24 @@ def test_texts_are_what_words_tokenises(message: dict) -> None:
     assert _TOKEN.findall(text) == tokens
     assert [_TOKEN.findall(n) for n in needles] == needle_tokens
     assert all(n == n.strip() and n for n in needles)
+
+
+def test_needles_written_nowhere_cost_a_bounded_search() -> None:
+    """A hostile window: every needle missing from a long text was a whole read of it (a 17 MB
+    cassette took 195 s to check where tokenising took 21 s); the reads are bounded, then the
+    tokens answer."""
+    text = _Verbatim("a" * 4_000_000 + " Q7 ")
+    started = time.process_time()
+    found = [text.has(f"Q{k}") for k in range(4000)]
+    assert time.process_time() - started < 2.0  # 7.4 s when every miss read the whole text
+    assert found[7] and sum(found) == 1
+
+
+def test_a_spent_search_leaves_the_verdict_to_the_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no reads allowed at all, content_lost finds exactly what it finds with them."""
+    paths = sorted((_ROOT / "cassettes" / "seed001").glob("*.cassette"))
+    with_search = [[(v.message, v.evidence) for v in run_checks(load(p), ["content_lost"])] for p in paths]
+    monkeypatch.setattr(invariants, "_SCANS", 0)
+    monkeypatch.setattr(invariants, "_SCAN_SLACK", 0)
+    assert [[(v.message, v.evidence) for v in run_checks(load(p), ["content_lost"])] for p in paths] == with_search
+    assert any(with_search)
