@@ -95,6 +95,12 @@ def dumps_json(value: Any, **kwargs: Any) -> str:
     return unsafe.sub(_json_char, text) if unsafe.search(text) else text
 
 
+_UP: Any = object()
+"""Marks the end of a container's items in :func:`_indented_plain`'s walk."""
+_DEEPEST = 2000
+"""Nesting past which :func:`_indented_plain` leaves a value to ``json`` (which refuses it)."""
+
+
 def _indented_plain(value: Any) -> str | None:
     """``json.dumps(value, indent=2, ensure_ascii=False)``, written by pydantic-core, for a value made
     only of maps with text keys, lists, tuples, text, booleans, None and integers; None for anything else.
@@ -107,19 +113,28 @@ def _indented_plain(value: Any) -> str | None:
     pydantic-core refuses (a lone surrogate) are left to ``json``.
     """
     stack = [value]
+    depth = 0  # of the containers being walked: a value that holds itself is endlessly deep
     while stack:
         item = stack.pop()
+        if item is _UP:
+            depth -= 1
+            continue
         t = type(item)
         if t is str or t is bool or t is int or item is None:
             continue
         if t is dict:
             if not all(type(k) is str for k in item):
                 return None
-            stack.extend(item.values())
+            children: Any = item.values()
         elif t is list or t is tuple:
-            stack.extend(item)
+            children = item
         else:
             return None
+        depth += 1
+        if depth > _DEEPEST:  # deeper than json can write anyway, or a cycle: json says which
+            return None
+        stack.append(_UP)
+        stack.extend(children)
     try:
         from pydantic_core import to_json
 

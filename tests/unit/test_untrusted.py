@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import unicodedata
 import xml.etree.ElementTree as ET
@@ -150,3 +151,22 @@ def test_del_is_the_only_ascii_character_screened() -> None:
     import re
 
     assert [c for c in range(128) if re.fullmatch(f"[{_CONTROL_RANGES}]", chr(c))] == [0x7F]
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs SIGALRM")
+def test_dumps_json_of_a_value_that_holds_itself_fails_as_json_does() -> None:
+    """The plain-value walk (``indent=2``) went round a cycle forever; json refuses it, as before."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise TimeoutError("dumps_json went round the cycle")
+
+    looped: list[object] = []
+    looped.append(looped)
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, 5.0)
+    try:
+        with pytest.raises((ValueError, RecursionError)):
+            dumps_json({"x": looped}, indent=2)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
