@@ -217,6 +217,7 @@ def _results(cassette: Cassette, names: list[str]) -> dict[str, Result]:
         for ix in shared:
             ix.release()
         if thaw:
+            gc.freeze()  # what the checks left young is filed as old with the rest (see paused_gc)
             gc.unfreeze()
         _CURRENT.reset(token)
     return out
