@@ -207,7 +207,7 @@ def _results(cassette: Cassette, names: list[str]) -> dict[str, Result]:
             gc.collect(1)
         gc.freeze()
     try:
-        with paused_gc(), _facts.shared(private=True):
+        with paused_gc(file_old=not thaw), _facts.shared(private=True):
             for name in names:
                 try:
                     out[name] = list(_REGISTRY[name](cassette))
