@@ -487,43 +487,25 @@ def _refuse_ext(code: int, data: bytes) -> Any:
 
 
 @contextlib.contextmanager
-def paused_gc(*, file_old: bool = True) -> Iterator[None]:
-    """No cyclic garbage collection while a stage builds its (acyclic) tables; what it built is
-    then filed as old.
+def paused_gc() -> Iterator[None]:
+    """No cyclic garbage collection while a stage builds its (acyclic) tables.
 
     Decoding or normalising allocates a dict per message and part; each allocation burst triggers
     collections that traverse every object alive, the loaded cassettes included (millions at
     10,000 requests): that doubled normalise and diff time, and made loading 4x the data cost
     6-7x the time. Nothing built here has cycles, so pausing loses nothing.
 
-    On the way out everything the stage left young is moved to the oldest generation
-    (``gc.freeze`` then ``gc.unfreeze``: two list splices, no traversal). Re-enabling alone left
-    it all in the youngest generation, so the next allocation's collection walked it (and the
-    next ones again as it aged): 0.1-0.2 s after each load and after the diff of a
-    10,000-request pair. A cycle made meanwhile waits for a full collection instead.
-
-    The young generations are collected on the way in, so the cycles the process made before
-    the stage (an agent run's, one per scenario of ``replay run`` or the pytest plugin) are not
-    filed with it: moved there uncounted, they brought no full collection, and 200 load and diff
-    stages kept 700 MB of them. Nothing is filed while a user holds objects frozen themselves:
-    ``gc.unfreeze`` would thaw those too.
-
-    ``file_old=False``: the caller holds everything frozen itself and files it on its way out
-    (``invariants._results``). It must not ask ``gc.get_freeze_count()``, which walks every frozen
-    object (≈ 5 ms in a test process: the unit suite took twice as long).
+    Filing what a stage built as old on the way out (``gc.freeze`` then ``gc.unfreeze``) was tried
+    and taken back: it spared the 0.1-0.2 s collections after each stage of a 10,000-request diff,
+    but filed the stage's garbage cycles with it (a hostile cassette's errors) uncounted, so no full
+    collection came for them: a process running 6,000 hostile commands grew 126 -> 234 MB.
     """
     enabled = gc.isenabled()
-    filing = enabled and file_old
-    if filing:
-        gc.collect(1)
     gc.disable()
     try:
         yield
     finally:
         if enabled:
-            if filing and not gc.get_freeze_count():
-                gc.freeze()
-                gc.unfreeze()
             gc.enable()
 
 

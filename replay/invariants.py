@@ -207,7 +207,7 @@ def _results(cassette: Cassette, names: list[str]) -> dict[str, Result]:
             gc.collect(1)
         gc.freeze()
     try:
-        with paused_gc(file_old=not thaw), _facts.shared(private=True):
+        with paused_gc(), _facts.shared(private=True):
             for name in names:
                 try:
                     out[name] = list(_REGISTRY[name](cassette))
@@ -217,7 +217,6 @@ def _results(cassette: Cassette, names: list[str]) -> dict[str, Result]:
         for ix in shared:
             ix.release()
         if thaw:
-            gc.freeze()  # what the checks left young is filed as old with the rest (see paused_gc)
             gc.unfreeze()
         _CURRENT.reset(token)
     return out
