@@ -244,7 +244,7 @@ def _digest(value: Any) -> bytes:
     for less than building a blake2b object per message and blob (≈ 15 M of a 60-turn
     recording's 270 M capture overhead); the price is holding each distinct value's bytes
     while recording, at most the size of the cassette being built."""
-    packed: bytes = msgpack.packb(value, use_bin_type=True)
+    packed: bytes = msgpack.packb(value, use_bin_type=True, default=encode_big_int)
     return packed
 
 
@@ -474,16 +474,47 @@ def to_wire(cassette: Cassette, *, share_messages: bool = False) -> dict[str, An
 def dumps(cassette: Cassette) -> bytes:
     try:
         try:
-            packed: bytes = msgpack.packb(to_wire(cassette, share_messages=True), use_bin_type=True)
+            packed: bytes = msgpack.packb(to_wire(cassette, share_messages=True), use_bin_type=True, default=encode_big_int)
         except TypeError:  # an object in the table that only the copy turns into data (see to_wire)
-            packed = msgpack.packb(to_wire(cassette), use_bin_type=True)
+            packed = msgpack.packb(to_wire(cassette), use_bin_type=True, default=encode_big_int)
         return MAGIC + packed
     except (TypeError, ValueError) as exc:
         raise CassetteError(cassette.header.scenario_id or "<cassette>", f"cannot encode: {exc}") from exc
 
 
-def _refuse_ext(code: int, data: bytes) -> Any:
-    raise ValueError(f"msgpack extension type {code} is not allowed in a cassette")
+BIG_INT = 0
+"""The one msgpack extension type a cassette holds: an integer outside msgpack's 64 bits, as its
+decimal digits. JSON has no integer bound (a tool argument, a tool's return, a structured output
+can be 2**70); msgpack stops at 64 bits and, without this, the recorder failed inside the
+agent's run and the scenario was reported as having raised the OverflowError itself."""
+MAX_BIG_INT_DIGITS = 4300
+"""Python's own bound on converting between ``int`` and decimal text (``sys.int_info.default_max_str_digits``)."""
+_INT_RANGE = (-(2**63), 2**64 - 1)
+_TOO_BIG = 10**MAX_BIG_INT_DIGITS
+
+
+def encode_big_int(value: Any) -> msgpack.ExtType:
+    """``default`` of every packer: msgpack calls it for an int it cannot hold (and any other type it cannot)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not -_TOO_BIG < value < _TOO_BIG:
+            raise ValueError(f"an integer of {len(str(abs(value) // _TOO_BIG)) + MAX_BIG_INT_DIGITS} digits is over "
+                             f"the {MAX_BIG_INT_DIGITS} a cassette holds")
+        digits = int.__repr__(value)  # an IntEnum's value, not its name
+        return msgpack.ExtType(BIG_INT, digits.encode("ascii"))
+    raise TypeError(f"can not serialize {type(value).__name__!r} object")
+
+
+def _ext(code: int, data: bytes) -> Any:
+    """Decode a big integer, strictly (one encoding per value); refuse every other extension type."""
+    if code != BIG_INT:
+        raise ValueError(f"msgpack extension type {code} is not allowed in a cassette")
+    digits = data[1:] if data[:1] == b"-" else data
+    if not digits.isdigit() or not digits.isascii() or digits[:1] == b"0" or len(digits) > MAX_BIG_INT_DIGITS:
+        raise ValueError(f"msgpack extension type {BIG_INT} (a big integer) holds {len(data)} bytes that are not one")
+    value = int(data)
+    if _INT_RANGE[0] <= value <= _INT_RANGE[1]:
+        raise ValueError(f"msgpack extension type {BIG_INT} (a big integer) holds {value}, which msgpack holds itself")
+    return value
 
 
 @contextlib.contextmanager
@@ -531,12 +562,12 @@ def _loads(data: bytes, source: object, limits: Limits) -> Cassette:
             data[len(MAGIC) :],
             raw=False,
             strict_map_key=True,
-            ext_hook=_refuse_ext,
+            ext_hook=_ext,
             max_str_len=limits.max_string,
             max_bin_len=limits.max_string,
             max_array_len=limits.max_items,
             max_map_len=limits.max_items,
-            max_ext_len=1024,  # read just far enough for ext_hook to refuse it by name
+            max_ext_len=MAX_BIG_INT_DIGITS + 2,  # a sign and one digit too many still reach _ext, which names the problem
             use_list=True,
         )
     except msgpack.ExtraData:

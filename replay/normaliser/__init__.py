@@ -25,7 +25,7 @@ import msgpack
 
 from .._conversations import in_conversations, interleaved_roles, turns_of
 from .._untrusted import finite
-from ..cassette import Cassette, Exchange, paused_gc
+from ..cassette import Cassette, Exchange, encode_big_int, paused_gc
 from ..scenario import stable_name
 from ..scrub import PLACEHOLDER_RE
 from ._schema import EMPTY, Choice, Schema, compile_schema, installed_schema, merge
@@ -310,7 +310,7 @@ def pack(value: Any) -> bytes:
     costs more than packing a message; a packer resets itself when a value cannot be packed)."""
     packer = getattr(_PACKERS, "packer", None)
     if packer is None:
-        packer = _PACKERS.packer = msgpack.Packer(use_bin_type=True)
+        packer = _PACKERS.packer = msgpack.Packer(use_bin_type=True, default=encode_big_int)
     packed: bytes = packer.pack(value)
     return packed
 

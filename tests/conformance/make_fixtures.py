@@ -41,7 +41,16 @@ shared_texts = dict(
     ],
 )
 
+# Integers past msgpack's 64 bits (JSON has no bound: a tool argument, a tool's return) as extension
+# type 0 holding their decimal digits; one encoding per value, so only where msgpack cannot hold it.
+big_int = dict(
+    minimal,
+    outcome={"status": "ok", "output": {"id": msgpack.ExtType(0, b"1180591620717411303424")}},
+    observations=[{"name": "turns", "value": 2}, {"name": "floor", "value": msgpack.ExtType(0, b"-9223372036854775809")}],
+)
+
 if __name__ == "__main__":
+    (HERE / "v1-big-int.cassette").write_bytes(MAGIC + msgpack.packb(big_int, use_bin_type=True))
     (HERE / "v1-shared-texts.cassette").write_bytes(MAGIC + msgpack.packb(shared_texts, use_bin_type=True))
     (HERE / "v1-minimal.cassette").write_bytes(MAGIC + msgpack.packb(minimal, use_bin_type=True))
     future = dict(minimal, version=2)

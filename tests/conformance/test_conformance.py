@@ -52,3 +52,13 @@ def test_writer_emits_the_same_wire_structure() -> None:
 def test_future_format_is_refused_with_upgrade_hint() -> None:
     with pytest.raises(CassetteError, match="format 2.*upgrade"):
         load(HERE / "v2-future.cassette")
+
+
+def test_integers_past_64_bits_are_extension_type_0_with_their_digits() -> None:
+    c = load(HERE / "v1-big-int.cassette")
+    assert c.outcome.output == {"id": 2**70}
+    assert [o.value for o in c.observations] == [2, -(2**63) - 1]
+    rewritten = msgpack.unpackb(dumps(c)[len(MAGIC):])
+    original = msgpack.unpackb((HERE / "v1-big-int.cassette").read_bytes()[len(MAGIC):])
+    assert {k: rewritten["outcome"][k] for k in original["outcome"]} == original["outcome"]
+    assert [{k: o[k] for k in ("name", "value")} for o in rewritten["observations"]] == original["observations"]

@@ -222,3 +222,49 @@ def test_force_keeps_an_unchanged_cassette_after_an_edit_elsewhere_or_in_another
     monkeypatch.chdir(clone)
     assert json.loads(cli("record", "--force", "--format", "json").out)["simple/compact"]["status"] == "unchanged"
     assert (clone / "cassettes" / "simple" / "compact.cassette").read_bytes() == before
+
+
+BIG_INT_SCENARIO = '''
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import FunctionModel
+
+from replay import Run, scenario
+
+
+def answer(messages, info):
+    returned = [p.content for p in messages[-1].parts if isinstance(p, ToolReturnPart)]
+    if not returned:
+        return ModelResponse(parts=[ToolCallPart("double", {"n": 2**70}, tool_call_id="d-1")])
+    return ModelResponse(parts=[TextPart(f"doubled: {returned[0]}")])
+
+
+@scenario("big/int")
+async def big(run: Run) -> int:
+    agent = Agent(FunctionModel(answer))
+
+    @agent.tool_plain
+    def double(n: int) -> int:
+        return 2 * n
+
+    result = await agent.run("double it")
+    run.observe("floor", -(2**63) - 1)
+    return int(result.output.split()[-1])
+'''
+
+
+def test_integers_past_64_bits_are_recorded_and_replay_same(cli, project: Path) -> None:
+    """Regression: msgpack stops at 64 bits; recording failed inside the agent's run and reported the
+    scenario as having raised ``OverflowError: Integer value out of range`` itself."""
+    (project / "scenarios" / "big.py").write_text(BIG_INT_SCENARIO)
+    r = cli("record")
+    assert r.code == 0, r.out + r.err
+    c = load(project / "cassettes" / "big" / "int.cassette")
+    assert c.outcome.status == "ok" and c.outcome.output == 2**71
+    assert c.observations[0].value == -(2**63) - 1
+    args = [p["args"] for m in c.messages for p in m["parts"] if p["part_kind"] == "tool-call"]
+    assert args and all(a in ({"n": 2**70}, '{"n":1180591620717411303424}') for a in args), args
+    r = cli("run")
+    assert r.code == 0 and "SAME" in r.out, r.out + r.err
+    r = cli("show", project / "cassettes" / "big" / "int.cassette")
+    assert r.code == 0 and "1180591620717411303424" in r.out and "2361183241434822606848" in r.out, r.out

@@ -209,3 +209,50 @@ def test_dumps_writes_the_shared_message_table_as_the_copy_would() -> None:
     with_object = Cassette(messages=[{"kind": "request", "parts": [_Part("hi")]}])
     assert dumps(with_object) == dumps(plain)
     assert with_object.messages[0]["parts"][0] == _Part("hi")  # the cassette itself is left as it was
+
+
+# --------------------------------------------------------------------------- integers past 64 bits
+
+
+BIG = [2**64, 2**70, -(2**63) - 1, -(2**200), int("9" * 4300)]
+NATIVE = [2**64 - 1, -(2**63), 0]
+
+
+def test_integers_past_64_bits_round_trip_and_intern() -> None:
+    """JSON has no integer bound (a tool argument, a tool's return): msgpack's 64 bits must not be one either."""
+    b = CassetteBuilder(Header(scenario_id="unit/big"))
+    messages = [{"kind": "request", "parts": [{"part_kind": "tool-return", "content": n}]} for n in BIG + NATIVE]
+    first = b.messages(messages)
+    assert b.messages(messages) == first  # equal big integers intern to the same entry
+    b.cassette.exchanges.append(Exchange(seq=0, role="main", index=0, kind="request", messages=first))
+    b.cassette.outcome.output = {"id": 2**70}
+    back = loads(dumps(b.cassette))
+    assert [m["parts"][0]["content"] for m in back.expand(back.exchanges[0].messages)] == BIG + NATIVE
+    assert back.outcome.output == {"id": 2**70} and back == b.cassette
+    wire = dumps(b.cassette)
+    assert msgpack.packb(2**64 - 1) in wire and msgpack.ExtType(0, b"18446744073709551616") == msgpack.unpackb(
+        msgpack.packb(msgpack.ExtType(0, str(2**64).encode())))  # the boundary: 2**64 - 1 native, 2**64 the extension
+
+
+def test_an_integer_past_the_digit_bound_is_a_clear_encoding_error() -> None:
+    b = CassetteBuilder(Header(scenario_id="unit/huge"))
+    b.cassette.outcome.output = 10**4300
+    with pytest.raises(CassetteError, match="unit/huge: cannot encode: an integer of 4301 digits is over the 4300"):
+        dumps(b.cassette)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b"", b"5", b"-5", str(2**64 - 1).encode(), str(-(2**63)).encode(), b"007" + b"0" * 20, b"-0", b"+" + b"1" * 25,
+     b"1e30", b" " + b"1" * 25, "١".encode() * 25, b"1" * 4301, b"-" + b"1" * 4301],
+)
+def test_a_big_integer_extension_is_read_strictly(tmp_path: Path, payload: bytes) -> None:
+    """One encoding per value: digits only, no leading zero, only where msgpack cannot hold the value itself."""
+    data = MAGIC + msgpack.packb({"format": "harness-replay", "version": 1, "outcome": {"status": "ok",
+                                  "output": msgpack.ExtType(0, payload)}}, use_bin_type=True)
+    path = tmp_path / "bad.cassette"
+    path.write_bytes(data)
+    with pytest.raises(CassetteError) as info:
+        load(path)
+    message = str(info.value)
+    assert message.startswith(str(path)) and "big integer" in message and "\n" not in message
