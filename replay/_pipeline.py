@@ -23,7 +23,7 @@ from .config import Config
 from .differ import Diff, diff, same_value, source_edited
 from .errors import CassetteError, ReplayError
 from .normaliser import Rules
-from .recorder import record
+from .recorder import UnrecordableValue, record
 from .replayer import WARNING_KINDS, Level, OnExhausted, error_kinds, replay
 from .reporter import ScenarioReport, Status
 from .scenario import Scenario, stable_name
@@ -58,7 +58,11 @@ def record_scenarios(scenarios: Sequence[Scenario], cassettes: Path, *, force: b
         if path.exists() and not force:
             out.append(RecordOutcome(sc.id, path, "skipped", "exists; use --force to overwrite"))
             continue
-        cassette = record(sc)
+        try:
+            cassette = record(sc)
+        except UnrecordableValue as exc:
+            out.append(RecordOutcome(sc.id, path, "error", f"{exc}; nothing written"))
+            continue
         error = cassette.outcome.error
         detail = f"{plural(len(cassette.exchanges), 'request')}, outcome {cassette.outcome.status}"
         if error is not None:  # the author should see it now, whether expected or not
@@ -71,7 +75,11 @@ def record_scenarios(scenarios: Sequence[Scenario], cassettes: Path, *, force: b
         if path.exists() and _same_recording(path, cassette):
             out.append(RecordOutcome(sc.id, path, "unchanged", f"{detail}; as the cassette there but for stamps, kept"))
             continue
-        save(cassette, path)
+        try:
+            save(cassette, path)
+        except CassetteError as exc:  # a value only the file's encoding refuses (an observation): this scenario alone
+            out.append(RecordOutcome(sc.id, path, "error", f"{exc.problem}; nothing written"))
+            continue
         out.append(RecordOutcome(sc.id, path, "recorded", detail))
     return out
 

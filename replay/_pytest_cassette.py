@@ -204,6 +204,8 @@ class TestCassette:
             return "unsaved", [f"harness-replay: {exc}"]
 
     def _finish(self, passed: bool, *, verbosity: int, paint: Paint) -> tuple[Status, list[str]]:
+        if self.session.fault is not None:  # a call is missing from what was captured: neither saved nor compared
+            return "unsaved", [visible(f"harness-replay: test {self.nodeid}: {self.session.fault}; nothing written")]
         if self.action == "record":
             if not passed:
                 return "unsaved", []

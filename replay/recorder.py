@@ -45,6 +45,7 @@ from .cassette import (
     ObservationRecord,
     Outcome,
 )
+from .errors import ReplayError
 from .normaliser._schema import installed_schema
 from .scenario import Mode, Run, Scenario, stable_name
 from .wire.capture import WireSlot, call_scope
@@ -418,6 +419,16 @@ class LiveSource:
 # --------------------------------------------------------------------------- session
 
 
+class UnrecordableValue(ReplayError):
+    """A value the agent sent or got that a cassette cannot hold (text with a lone surrogate, which
+    UTF-8 cannot encode): the recording is refused with what it was, not reported as the
+    scenario raising the encoder's exception (``declare it with expect_error``), which it did not."""
+
+
+_ENCODING_FAILURES = (TypeError, ValueError, OverflowError)
+"""What interning a value raises when msgpack cannot encode it (``UnicodeEncodeError`` is a ValueError)."""
+
+
 class Session:
     """Captures every model call made in its context into a cassette."""
 
@@ -434,6 +445,8 @@ class Session:
         self._ended: dict[tuple[int, int], tuple[int, Any]] = {}
         self._parameters: dict[bytes, int] = {}
         """Blob index of each request-parameters JSON text seen (see :meth:`_parameters_blob`)."""
+        self.fault: str | None = None
+        """The first value this session could not record; :func:`execute_async` then refuses the run."""
         bind = getattr(self.source, "bind", None)
         if callable(bind):
             bind(self)
@@ -441,6 +454,18 @@ class Session:
     @property
     def cassette(self) -> Cassette:
         return self.builder.cassette
+
+    @contextmanager
+    def holding(self, what: str) -> Iterator[None]:
+        """Turn a value the cassette cannot encode into :class:`UnrecordableValue`, the first one kept
+        in :attr:`fault` (a capability may catch the exception and go on: the run is refused anyway)."""
+        try:
+            yield
+        except _ENCODING_FAILURES as exc:
+            problem = f"{what} holds a value a cassette cannot hold ({type(exc).__name__}: {exc})"
+            if self.fault is None:
+                self.fault = problem
+            raise UnrecordableValue(problem) from None
 
     def _new_exchange(self, call: Call, messages: Any, settings: Any, params: Any) -> Exchange:
         b = self.builder
@@ -508,7 +533,8 @@ class Session:
     async def on_request(self, call: Call) -> Any:
         """``request``, ``count_tokens`` and ``compact_messages``: one answer, recorded after the call."""
         messages, settings, params = _split(call)
-        ex = self._new_exchange(call, messages, settings, params)
+        with self.holding(f"a {call.kind} of {call.role}"):
+            ex = self._new_exchange(call, messages, settings, params)
         if call.kind == "compact_messages":
             ex.instructions = call.kwargs.get("instructions")
         slot = WireSlot(label=f"{call.role}[{ex.index}]")
@@ -521,16 +547,18 @@ class Session:
         finally:
             self.answered(ex)
             self.store_wire(ex, slot)
-        if call.kind == "count_tokens":
-            ex.usage = jsonable(response)
-        else:
-            self.store_response(ex, response)
+        with self.holding(f"the response to {call.role}[{ex.index}]"):
+            if call.kind == "count_tokens":
+                ex.usage = jsonable(response)
+            else:
+                self.store_response(ex, response)
         return response
 
     @asynccontextmanager
     async def on_stream(self, call: Call) -> AsyncIterator[StreamedResponse]:
         messages, settings, params = _split(call)
-        ex = self._new_exchange(call, messages, settings, params)
+        with self.holding(f"a {call.kind} of {call.role}"):
+            ex = self._new_exchange(call, messages, settings, params)
         events: list[Any] = []
         slot = WireSlot(label=f"{call.role}[{ex.index}]")
         token = _ACTIVE.set(_active_key(call))
@@ -564,8 +592,9 @@ class Session:
                 event_adapter = adapters()[1]
                 ex.events = [event_adapter.dump_python(e, mode="json") for e in events]
                 try:
-                    self.store_response(ex, response.get())
-                except Exception:  # a stream abandoned before its first part has no response
+                    with self.holding(f"the streamed response to {call.role}[{ex.index}]"):
+                        self.store_response(ex, response.get())
+                except Exception:  # a stream abandoned before its first part has no response (a fault is kept)
                     pass
 
     # ----------------------------------------------------------------- agent runs
@@ -616,6 +645,17 @@ class Session:
             from pydantic_ai.messages import ModelRequest, UserPromptPart
 
             start.append(ModelRequest(parts=[UserPromptPart(prompt)]))
+        try:
+            with self.holding(f"the messages of a {role_for(agent)} run"):
+                self._store_run(slot, agent, prompt, history, result, exc, final, start, parent)
+        except UnrecordableValue:
+            pass  # the run is over and its own outcome stands; the session's fault refuses the recording
+
+    def _store_run(
+        self, slot: int, agent: Any, prompt: Any, history: Any, result: Any, exc: BaseException | None,
+        final: list[Any], start: list[Any], parent: int | None,
+    ) -> None:
+        b = self.builder
         with self._lock:
             final_ids = self.cache.indices(final)
             given = start[: len(history or [])]
@@ -728,7 +768,10 @@ def recording(path: str | Path | None = None, *, scenario_id: str | None = None)
         finally:
             if error is not None:
                 session.cassette.outcome = Outcome(status="error", error=error_info(error))
-            if path is not None:
+            if session.fault is not None:  # a call is missing from what was captured: nothing written
+                if error is None:
+                    raise UnrecordableValue(session.fault)
+            elif path is not None:
                 save(finalize(session.cassette), path)
 
 
@@ -763,17 +806,20 @@ async def execute_async(scenario: Scenario, session: Session, mode: Mode = "reco
             cassette.outcome = Outcome(status="error", error=error_info(exc))
     cassette.observations = [ObservationRecord(name=o.name, value=o.value) for o in run.observations]
     cassette.expectations = dict(run.expectations)
-    cassette.histories = [
-        HistoryRecord(
-            name=h.name,
-            messages=session.builder.messages(h.messages),
-            source=session.builder.messages(h.source),
-            after=h.after,
-            predicate=h.predicate,
-            verdict=h.verdict,
-        )
-        for h in run.histories
-    ]
+    with session.holding("an observed history"):
+        cassette.histories = [
+            HistoryRecord(
+                name=h.name,
+                messages=session.builder.messages(h.messages),
+                source=session.builder.messages(h.source),
+                after=h.after,
+                predicate=h.predicate,
+                verdict=h.verdict,
+            )
+            for h in run.histories
+        ]
+    if session.fault is not None:
+        raise UnrecordableValue(session.fault)
     return cassette
 
 

@@ -268,3 +268,45 @@ def test_integers_past_64_bits_are_recorded_and_replay_same(cli, project: Path) 
     assert r.code == 0 and "SAME" in r.out, r.out + r.err
     r = cli("show", project / "cassettes" / "big" / "int.cassette")
     assert r.code == 0 and "1180591620717411303424" in r.out and "2361183241434822606848" in r.out, r.out
+
+
+UNENCODABLE_SCENARIOS = '''
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, TextPart
+from pydantic_ai.models.function import FunctionModel
+
+from replay import Run, scenario
+
+BROKEN = "half an emoji: \\ud83d"
+
+
+@scenario("odd/answer")
+async def answer(run: Run) -> str:
+    return (await Agent(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart(BROKEN)]))).run("go")).output
+
+
+@scenario("odd/observed")
+async def observed(run: Run) -> str:
+    run.observe("text", BROKEN)
+    return (await Agent(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("fine")]))).run("go")).output
+
+
+@scenario("odd/fine")
+async def fine(run: Run) -> str:
+    return (await Agent(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("fine")]))).run("go")).output
+'''
+
+
+def test_a_value_no_cassette_can_hold_is_that_scenarios_error_not_an_exception_it_raised(cli, project: Path) -> None:
+    """Regression: a lone surrogate in an answer was reported as the scenario raising UnicodeEncodeError
+    ('declare it with @scenario(expect_error=...)'); one in an observation ended the whole command."""
+    (project / "scenarios" / "odd.py").write_text(UNENCODABLE_SCENARIOS)
+    r = cli("record")
+    assert r.code == 2, r.out + r.err
+    lines = {line.split()[1]: line for line in (r.out + r.err).splitlines() if line.split()[:1] in (["error"], ["recorded"])}
+    assert lines["odd/fine"].startswith("recorded"), lines
+    assert "the response to main[0] holds a value a cassette cannot hold (UnicodeEncodeError" in lines["odd/answer"]
+    assert "cannot encode" in lines["odd/observed"] and "surrogates not allowed" in lines["odd/observed"]
+    for sid in ("odd/answer", "odd/observed"):
+        assert "expect_error" not in lines[sid] and lines[sid].endswith("nothing written"), lines[sid]
+    assert sorted(p.name for p in (project / "cassettes" / "odd").iterdir()) == ["fine.cassette"]

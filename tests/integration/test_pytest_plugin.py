@@ -960,3 +960,31 @@ def test_a_tests_ids_repeat_and_its_harness_files_are_its_own(pytester: pytest.P
     again = run(pytester, monkeypatch, CI="1")
     again.assert_outcomes(passed=1)
     assert "cassettes 0 recorded, 1 replayed, 0 changed" in output(again)
+
+
+UNENCODABLE_TEST = '''
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, TextPart
+from pydantic_ai.models.function import FunctionModel
+
+
+@pytest.mark.replay
+def test_half_an_emoji():
+    agent = Agent(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("half an emoji: \\ud83d")])))
+    try:
+        agent.run_sync("go")
+    except Exception:
+        pass  # the test's own handling does not make a recording of a call that is missing
+'''
+
+
+def test_a_value_no_cassette_can_hold_fails_the_test_and_writes_nothing(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(test_odd=UNENCODABLE_TEST)
+    result = run(pytester, monkeypatch, CI="")
+    result.assert_outcomes(failed=1)
+    text = output(result)
+    assert "test_odd.py::test_half_an_emoji: the response to main[0] holds a value a cassette cannot hold" in text, text
+    assert not list(pytester.path.rglob("*.cassette"))

@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -500,3 +501,42 @@ def test_a_new_message_at_a_freed_message_address_is_its_own() -> None:
         [index] = cache.indices([message])
         assert cache.builder.cassette.messages[index]["parts"][0]["content"] == f"text {n}"
         del message
+
+
+# --------------------------------------------------------------------------- values a cassette cannot hold
+
+BROKEN = "a broken emoji: \ud83d, end"
+"""A lone surrogate: what a truncated stream's JSON escape decodes to, and what UTF-8 cannot encode."""
+
+
+def test_a_value_a_cassette_cannot_hold_refuses_the_run_even_when_the_run_catches_it() -> None:
+    """Regression: the encoder's UnicodeEncodeError surfaced inside the agent's run and the scenario was
+    reported as raising it ('declare it with expect_error'); a run that caught it was recorded without the call."""
+    from replay.recorder import UnrecordableValue, execute
+    from replay.scenario import Scenario
+
+    async def caught(run: Any) -> str:
+        try:
+            await Agent(FunctionModel(lambda m, i: text(BROKEN))).run("hello")
+        except Exception:
+            return "recovered"
+        return "not reached"
+
+    sc = Scenario(id="u/broken", func=caught, path=None, doc="", source_hash="0")
+    with pytest.raises(UnrecordableValue, match=r"the response to main\[0\] holds a value a cassette cannot hold "
+                                                r"\(UnicodeEncodeError: .*surrogates not allowed\)"):
+        execute(sc, Session())
+
+
+def test_the_recording_context_writes_nothing_for_a_value_it_cannot_hold(tmp_path: Path) -> None:
+    from replay.recorder import UnrecordableValue
+
+    path = tmp_path / "adhoc.cassette"
+    agent = Agent(FunctionModel(lambda m, i: text("fine")))
+    with pytest.raises(UnrecordableValue, match="a request of main"):
+        with replay.recording(path, scenario_id="adhoc"):
+            try:
+                asyncio.run(agent.run(BROKEN))
+            except UnrecordableValue:
+                pass  # the caller's own handling: the recording is still refused
+    assert not path.exists() and not list(tmp_path.iterdir())
