@@ -455,17 +455,21 @@ class Session:
     def cassette(self) -> Cassette:
         return self.builder.cassette
 
+    def unrecordable(self, what: str, exc: BaseException) -> UnrecordableValue:
+        """The error for a value the cassette cannot encode, the first one kept in :attr:`fault`
+        (a capability may catch the exception and go on: the run is refused anyway)."""
+        problem = f"{what} holds a value a cassette cannot hold ({type(exc).__name__}: {exc})"
+        if self.fault is None:
+            self.fault = problem
+        return UnrecordableValue(problem)
+
     @contextmanager
     def holding(self, what: str) -> Iterator[None]:
-        """Turn a value the cassette cannot encode into :class:`UnrecordableValue`, the first one kept
-        in :attr:`fault` (a capability may catch the exception and go on: the run is refused anyway)."""
+        """:meth:`unrecordable` around a block (the per-request paths catch inline: no generator per call)."""
         try:
             yield
         except _ENCODING_FAILURES as exc:
-            problem = f"{what} holds a value a cassette cannot hold ({type(exc).__name__}: {exc})"
-            if self.fault is None:
-                self.fault = problem
-            raise UnrecordableValue(problem) from None
+            raise self.unrecordable(what, exc) from None
 
     def _new_exchange(self, call: Call, messages: Any, settings: Any, params: Any) -> Exchange:
         b = self.builder
@@ -533,8 +537,10 @@ class Session:
     async def on_request(self, call: Call) -> Any:
         """``request``, ``count_tokens`` and ``compact_messages``: one answer, recorded after the call."""
         messages, settings, params = _split(call)
-        with self.holding(f"a {call.kind} of {call.role}"):
+        try:
             ex = self._new_exchange(call, messages, settings, params)
+        except _ENCODING_FAILURES as exc:
+            raise self.unrecordable(f"a {call.kind} of {call.role}", exc) from None
         if call.kind == "compact_messages":
             ex.instructions = call.kwargs.get("instructions")
         slot = WireSlot(label=f"{call.role}[{ex.index}]")
@@ -547,18 +553,22 @@ class Session:
         finally:
             self.answered(ex)
             self.store_wire(ex, slot)
-        with self.holding(f"the response to {call.role}[{ex.index}]"):
+        try:
             if call.kind == "count_tokens":
                 ex.usage = jsonable(response)
             else:
                 self.store_response(ex, response)
+        except _ENCODING_FAILURES as exc:
+            raise self.unrecordable(f"the response to {call.role}[{ex.index}]", exc) from None
         return response
 
     @asynccontextmanager
     async def on_stream(self, call: Call) -> AsyncIterator[StreamedResponse]:
         messages, settings, params = _split(call)
-        with self.holding(f"a {call.kind} of {call.role}"):
+        try:
             ex = self._new_exchange(call, messages, settings, params)
+        except _ENCODING_FAILURES as exc:
+            raise self.unrecordable(f"a {call.kind} of {call.role}", exc) from None
         events: list[Any] = []
         slot = WireSlot(label=f"{call.role}[{ex.index}]")
         token = _ACTIVE.set(_active_key(call))
