@@ -15,9 +15,12 @@ from .cassette import (
     Limits,
     cassette_path,
     clean_stale_temps,
+    encode_readable,
     iter_cassettes,
     load,
     save,
+    save_readable,
+    write_atomic,
 )
 from .config import Config
 from .differ import Diff, diff, same_value, source_edited
@@ -43,7 +46,9 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def record_scenarios(scenarios: Sequence[Scenario], cassettes: Path, *, force: bool = False) -> list[RecordOutcome]:
+def record_scenarios(
+    scenarios: Sequence[Scenario], cassettes: Path, *, force: bool = False, limits: Limits = DEFAULT_LIMITS
+) -> list[RecordOutcome]:
     """Record each scenario to ``<cassettes>/<id>.cassette``; existing cassettes are kept unless forced.
 
     A run that ends with an error the scenario did not declare (``@scenario(expect_error=...)``)
@@ -72,14 +77,15 @@ def record_scenarios(scenarios: Sequence[Scenario], cassettes: Path, *, force: b
         if undeclared is not None:
             out.append(RecordOutcome(sc.id, path, "error", f"{undeclared}; nothing written"))
             continue
-        if path.exists() and _same_recording(path, cassette):
-            out.append(RecordOutcome(sc.id, path, "unchanged", f"{detail}; as the cassette there but for stamps, kept"))
-            continue
         try:
-            save(cassette, path)
-        except CassetteError as exc:  # a value only the file's encoding refuses (an observation): this scenario alone
+            data, again = encode_readable(cassette, path, limits)
+        except CassetteError as exc:  # an observation only the encoding refuses, or a recording over the loader's limits
             out.append(RecordOutcome(sc.id, path, "error", f"{exc.problem}; nothing written"))
             continue
+        if path.exists() and _same_recording(path, again, limits):
+            out.append(RecordOutcome(sc.id, path, "unchanged", f"{detail}; as the cassette there but for stamps, kept"))
+            continue
+        write_atomic(path, data)
         out.append(RecordOutcome(sc.id, path, "recorded", detail))
     return out
 
@@ -89,17 +95,16 @@ _STAMPS = frozenset({"created_at", "roles"})
 module names below); every other one (versions, source hash, schema defaults) must match."""
 
 
-def _same_recording(path: Path, fresh: Cassette) -> bool:
+def _same_recording(path: Path, again: Cassette, limits: Limits) -> bool:
     """Whether ``record --force`` would only move stamps: the file then stays, so re-recording a project
-    leaves its unchanged cassettes out of the pull request (a binary file's every rewrite is a diff)."""
-    from .cassette import dumps, loads
+    leaves its unchanged cassettes out of the pull request (a binary file's every rewrite is a diff).
+    ``again``: the fresh recording as it reads back from disk."""
     from .normaliser import normalise
 
     try:
-        old = load(path)
+        old = load(path, limits)
     except (ReplayError, OSError):
         return False
-    again = loads(dumps(fresh))  # as it would read back from disk
     if {r: stable_name(m) for r, m in old.header.roles.items()} != again.header.roles:
         return False  # a cassette written before roles named a scenario file by its place held a path-and-bytes hash
     if any(getattr(old.header, k) != getattr(again.header, k) for k in type(old.header).model_fields if k not in _STAMPS):
@@ -354,7 +359,11 @@ def accept(
             if found and not violations:
                 out.append(AcceptOutcome(sid, "not accepted", _violations_text(found)))
                 continue
-            save(fresh, path)
+            try:
+                save_readable(fresh, path, limits)
+            except CassetteError as exc:
+                out.append(AcceptOutcome(sid, "not accepted", exc.problem))
+                continue
             out.append(AcceptOutcome(sid, "accepted", f"re-recorded (in-process models) -> {path}"))
             continue
         if r.diff.notes:
@@ -373,7 +382,7 @@ def accept(
             continue
         changed = {(q.role, q.index) for q in r.diff.requests if q.status != "removed"}
         marked = _mark_carried_over(recorded, result, changed)
-        save(result, path)
+        save(result, path)  # read with these limits already (above): readable as it stands
         note = f"; {marked} answer(s) carried over from a different request" if marked else ""
         out.append(AcceptOutcome(sid, "accepted", f"-> {path}{note}"))
     return out

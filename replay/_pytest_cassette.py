@@ -17,7 +17,7 @@ from ._interception import Call, session_scope
 from ._pytest import Action, Mode, Status, scenario_id, shown
 from ._pytest_report import Paint, _plain, failure_lines
 from ._untrusted import id_problem, visible
-from .cassette import Cassette, Exchange, load, save
+from .cassette import Cassette, Exchange, load, save_readable
 from .differ import Diff, diff
 from .errors import CassetteError
 from .guard import NetworkGuard, network_guard
@@ -190,7 +190,7 @@ class TestCassette:
         problem = id_problem(cassette.header.scenario_id) if cassette.header.scenario_id is not None else None
         if problem is not None:
             raise CassetteError(self.path, f"cannot write: {problem}")
-        save(cassette, self.path)
+        save_readable(cassette, self.path)
 
     def finish(self, passed: bool, *, verbosity: int = 0, paint: Paint = _plain) -> tuple[Status, list[str]]:
         """Save or compare once the test body is done; returns the status and, if the test must fail, why.

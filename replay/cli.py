@@ -320,7 +320,7 @@ def record(
         for o in unimported:
             typer.echo(visible(f"error     {o.scenario_id}: {o.detail}"), err=True)
         raise typer.Exit(2 if unimported else 0 if same == len(results) else 1)
-    outcomes = _pipeline.record_scenarios(scenarios, directory, force=force) + unimported
+    outcomes = _pipeline.record_scenarios(scenarios, directory, force=force, limits=limits(config)) + unimported
     if fmt is ShowFmt.json:
         typer.echo(dumps_json({o.scenario_id: {"status": o.status, "path": str(o.path), "detail": o.detail} for o in outcomes}))
     for o in outcomes if fmt is ShowFmt.text else ():

@@ -765,7 +765,7 @@ def recording(path: str | Path | None = None, *, scenario_id: str | None = None)
         with replay.recording("cassettes/adhoc.cassette") as rec:
             await agent.run("hi")
     """
-    from .cassette import save
+    from .cassette import save_readable
 
     session = Session(base_header(scenario_id=scenario_id))
     error: BaseException | None = None
@@ -782,7 +782,7 @@ def recording(path: str | Path | None = None, *, scenario_id: str | None = None)
                 if error is None:
                     raise UnrecordableValue(session.fault)
             elif path is not None:
-                save(finalize(session.cassette), path)
+                save_readable(finalize(session.cassette), path)
 
 
 def finalize(cassette: Cassette, known: Cassette | None = None) -> Cassette:

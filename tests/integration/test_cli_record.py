@@ -310,3 +310,47 @@ def test_a_value_no_cassette_can_hold_is_that_scenarios_error_not_an_exception_i
     for sid in ("odd/answer", "odd/observed"):
         assert "expect_error" not in lines[sid] and lines[sid].endswith("nothing written"), lines[sid]
     assert sorted(p.name for p in (project / "cassettes" / "odd").iterdir()) == ["fine.cassette"]
+
+
+DEEP_SCENARIO = '''
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import FunctionModel
+
+from replay import Run, scenario
+
+
+def answer(messages, info):
+    if len(messages) == 1:
+        return ModelResponse(parts=[ToolCallPart("tree", {}, tool_call_id="t-1")])
+    return ModelResponse(parts=[TextPart("done")])
+
+
+@scenario("deep/tree")
+async def tree(run: Run) -> str:
+    agent = Agent(FunctionModel(answer))
+
+    @agent.tool_plain
+    def tree() -> dict:
+        node: dict = {}
+        for _ in range(250):
+            node = {"child": node}
+        return node
+
+    return (await agent.run("go")).output
+'''
+
+
+def test_a_recording_the_loader_would_refuse_is_not_written_until_the_limit_is_raised(cli, project: Path) -> None:
+    """Regression: a tool's result nested past max-depth was recorded, and every `run` then refused the
+    baseline ('nesting deeper than 200')."""
+    (project / "scenarios" / "deep.py").write_text(DEEP_SCENARIO)
+    r = cli("record")
+    assert r.code == 2, r.out + r.err
+    assert "the loader would refuse this recording (invalid cassette: messages[2]: nesting deeper than 200); raise " \
+           "that limit in [tool.replay]" in r.err and r.err.rstrip().endswith("nothing written"), r.err
+    assert not (project / "cassettes").exists() or not list((project / "cassettes").rglob("*.cassette"))
+    (project / "pyproject.toml").write_text("[tool.replay]\nmax-depth = 300\n")
+    assert cli("record").code == 0
+    r = cli("run")
+    assert r.code == 0 and "SAME" in r.out, r.out + r.err

@@ -540,3 +540,27 @@ def test_the_recording_context_writes_nothing_for_a_value_it_cannot_hold(tmp_pat
             except UnrecordableValue:
                 pass  # the caller's own handling: the recording is still refused
     assert not path.exists() and not list(tmp_path.iterdir())
+
+
+def test_the_recording_context_writes_nothing_the_loader_would_refuse(tmp_path: Path) -> None:
+    from replay.errors import CassetteError
+
+    def deep(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if len(messages) == 1:
+            return ModelResponse(parts=[ToolCallPart("tree", {}, tool_call_id="t-1")])
+        return text("done")
+
+    agent = Agent(FunctionModel(deep))
+
+    @agent.tool_plain
+    def tree() -> dict[str, Any]:
+        node: dict[str, Any] = {}
+        for _ in range(250):
+            node = {"child": node}
+        return node
+
+    path = tmp_path / "deep.cassette"
+    with pytest.raises(CassetteError, match="the loader would refuse this recording .*nesting deeper than 200"):
+        with replay.recording(path, scenario_id="deep"):
+            asyncio.run(agent.run("go"))
+    assert not list(tmp_path.iterdir())
