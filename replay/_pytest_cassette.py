@@ -17,7 +17,7 @@ from ._interception import Call, session_scope
 from ._pytest import Action, Mode, Status, scenario_id, shown
 from ._pytest_report import Paint, _plain, failure_lines
 from ._untrusted import id_problem, visible
-from .cassette import Cassette, Exchange, load, save_readable
+from .cassette import DEFAULT_LIMITS, Cassette, Exchange, Limits, load, save_readable
 from .differ import Diff, diff
 from .errors import CassetteError
 from .guard import NetworkGuard, network_guard
@@ -71,6 +71,8 @@ class TestCassette:
     allow_hosts: tuple[str, ...] = ()
     accept: bool = False
     """``--replay-accept``: a changed replay that followed the recording becomes the cassette."""
+    limits: Limits = DEFAULT_LIMITS
+    """``[tool.replay] max-*``, as ``replay run`` reads and ``replay record`` writes with them."""
     action: Action = "record"
     recorded: Cassette | None = None
     """The cassette as found on disk (None when recording)."""
@@ -95,7 +97,7 @@ class TestCassette:
             self.action = "record"
         else:
             self.action = "append" if self.mode == "new" else "replay"
-            self.recorded = load(self.path) if exists else Cassette()
+            self.recorded = load(self.path, self.limits) if exists else Cassette()
             policy: OnExhausted = "fake" if self.action == "append" else self.on_exhausted
             self.source = _TestSource(self.recorded, policy, self)
         header = base_header(scenario_id=scenario_id(self.nodeid), mode="record" if self.action == "record" else "replay")
@@ -190,7 +192,7 @@ class TestCassette:
         problem = id_problem(cassette.header.scenario_id) if cassette.header.scenario_id is not None else None
         if problem is not None:
             raise CassetteError(self.path, f"cannot write: {problem}")
-        save_readable(cassette, self.path)
+        save_readable(cassette, self.path, self.limits)
 
     def finish(self, passed: bool, *, verbosity: int = 0, paint: Paint = _plain) -> tuple[Status, list[str]]:
         """Save or compare once the test body is done; returns the status and, if the test must fail, why.

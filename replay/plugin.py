@@ -113,6 +113,7 @@ def replay_cassette(request: pytest.FixtureRequest, replay_cassette_dir: Path) -
     if problem:
         pytest.fail(f"@pytest.mark.replay: {problem}", pytrace=False)
     from ._pytest_cassette import TestCassette  # heavy: only for tests that use a cassette
+    from .config import limits
     from .normaliser import Rules
 
     tally = item.config.stash[_TALLY]
@@ -130,6 +131,7 @@ def replay_cassette(request: pytest.FixtureRequest, replay_cassette_dir: Path) -
             rules=Rules.of(tally.config(item.config.rootpath).ignore),
             allow_hosts=tally.config(item.config.rootpath).allow_hosts,
             accept=bool(item.config.getoption("replay_accept")),
+            limits=limits(tally.config(item.config.rootpath)),
         )
     except ReplayError as exc:
         error = exc

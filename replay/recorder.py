@@ -782,7 +782,9 @@ def recording(path: str | Path | None = None, *, scenario_id: str | None = None)
                 if error is None:
                     raise UnrecordableValue(session.fault)
             elif path is not None:
-                save_readable(finalize(session.cassette), path)
+                from .config import limits, load_config
+
+                save_readable(finalize(session.cassette), path, limits(load_config()))
 
 
 def finalize(cassette: Cassette, known: Cassette | None = None) -> Cassette:

@@ -988,3 +988,49 @@ def test_a_value_no_cassette_can_hold_fails_the_test_and_writes_nothing(
     text = output(result)
     assert "test_odd.py::test_half_an_emoji: the response to main[0] holds a value a cassette cannot hold" in text, text
     assert not list(pytester.path.rglob("*.cassette"))
+
+
+DEEP_TEST = '''
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import FunctionModel
+
+
+def answer(messages, info):
+    if len(messages) == 1:
+        return ModelResponse(parts=[ToolCallPart("tree", {}, tool_call_id="t-1")])
+    return ModelResponse(parts=[TextPart("done")])
+
+
+@pytest.mark.replay
+def test_deep():
+    agent = Agent(FunctionModel(answer))
+
+    @agent.tool_plain
+    def tree() -> dict:
+        node = {}
+        for _ in range(250):
+            node = {"child": node}
+        return node
+
+    assert agent.run_sync("go").output == "done"
+'''
+
+
+def test_the_plugin_writes_and_reads_with_the_projects_loader_limits(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recording past max-depth is not saved (every later replay would refuse it); with the limit raised
+    in [tool.replay], as `replay record` and `replay run` read it, it is saved and replays."""
+    pytester.makepyfile(test_deep=DEEP_TEST)
+    refused = run(pytester, monkeypatch, CI="")
+    refused.assert_outcomes(failed=1)
+    assert "the loader would refuse this recording (invalid cassette: messages[2]: nesting deeper than 200)" in output(refused)
+    assert not list(pytester.path.rglob("*.cassette"))
+    pytester.makepyprojecttoml("[tool.replay]\nmax-depth = 300\n")
+    run(pytester, monkeypatch, CI="").assert_outcomes(passed=1)
+    assert len(list(pytester.path.rglob("*.cassette"))) == 1
+    replayed = run(pytester, monkeypatch, CI="1")
+    replayed.assert_outcomes(passed=1)
+    assert "0 recorded, 1 replayed, 0 changed" in output(replayed)
