@@ -105,3 +105,33 @@ def test_a_cycle_made_during_a_stage_is_collected_young(stage: str, monkeypatch:
         inv._results(load(_CASSETTE), ["cycle"])
     gc.collect(1)
     assert made[0]() is None
+
+
+def _in_generation(o: object, generation: int) -> bool:
+    return any(x is o for x in gc.get_objects(generation))
+
+
+def test_a_large_stage_leaves_nothing_young_and_its_cycles_collected() -> None:
+    """A stage that built more than ``_PROMOTE_AFTER`` objects collects the young generations on its
+    way out: its garbage cycles are gone at once, and what it built is filed old (counted, as any
+    collection files it), so the next stages' young collections do not walk it again."""
+    from replay.cassette import _PROMOTE_AFTER
+
+    made: list[weakref.ref[_Node]] = []
+    with paused_gc():
+        built = [{"parts": [i]} for i in range(_PROMOTE_AFTER)]
+        made.append(_young_cycle())
+    assert made[0]() is None  # no collection asked for here: paused_gc's own
+    assert gc.get_count()[0] < 1_000
+    assert not _in_generation(built, 0) and not _in_generation(built, 1) and _in_generation(built, 2)
+    assert not _in_generation(built[-1], 0) and _in_generation(built[-1], 2)
+
+
+def test_a_small_stage_collects_nothing_on_its_way_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stage of a few objects (a small cassette: a matrix of thousands) asks for no collection."""
+    asked: list[int] = []
+    real = gc.collect
+    monkeypatch.setattr(gc, "collect", lambda *a: asked.append(1) or real(*a))
+    with paused_gc():
+        kept = [{"parts": [i]} for i in range(1_000)]
+    assert not asked and kept
