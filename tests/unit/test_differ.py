@@ -207,3 +207,82 @@ def test_large_user_values_are_not_paired_field_by_field() -> None:
     other = small.model_copy(deep=True)
     other.observations = [ObservationRecord(name="grid", value=[[0, 1], [2, 4]])]
     assert [c.path for c in diff(small, other).observations] == ["observations.grid[1][1]"]  # small: field by field
+
+
+# --------------------------------------------------------------------------- one edited text without DeepDiff
+
+from hypothesis import HealthCheck, example, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import replay.differ as _differ  # noqa: E402
+
+_KEYS = st.sampled_from(["content", "parts", "x01", "x1", "__private", "_own", "a.b", "[0]", "kind"])
+_LEAVES = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.floats(allow_nan=True, width=16), st.text(max_size=4))
+_VALUES = st.recursive(_LEAVES, lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_KEYS, inner, max_size=4)),
+                       max_leaves=12)
+
+
+def _deepdiff_only(prefix: str, a: Any, b: Any, monkeypatch: Any) -> list[Any]:
+    with monkeypatch.context() as m:
+        m.setattr(_differ, "_one_text_change", lambda *args: None)
+        return _differ._changes(prefix, a, b)
+
+
+def _edited(value: Any, path: list[Any], text: str) -> Any:
+    """``value`` with the text at ``path`` replaced (maps copied on the way down)."""
+    if not path:
+        return text
+    out = dict(value) if isinstance(value, dict) else list(value)
+    out[path[0]] = _edited(value[path[0]], path[1:], text)
+    return out
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(a=st.dictionaries(_KEYS, _VALUES, max_size=5), b=st.dictionaries(_KEYS, _VALUES, max_size=5), prefix=st.sampled_from(["", "parts[1]"]))
+@example(a={"content": "old", "kind": "text"}, b={"content": "new", "kind": "text"}, prefix="parts[0]")
+@example(a={"__private": "old", "kind": "text"}, b={"__private": "new", "kind": "text"}, prefix="")
+@example(a={"parts": {"x01": "a", "x1": "b"}}, b={"parts": {"x01": "c", "x1": "b"}}, prefix="")
+@example(a={"parts": [{"content": "a"}, "b"]}, b={"parts": [{"content": "c"}, "b"]}, prefix="response")
+@example(a={"parts": ["a", "b"]}, b={"parts": ["c", "b"]}, prefix="")
+@example(a={"parts": [{"content": "a"}, 1]}, b={"parts": [{"content": "c"}, True]}, prefix="")
+def test_one_edited_text_is_reported_as_deepdiff_reports_it(a: Any, b: Any, prefix: str, monkeypatch: Any) -> None:
+    """Whatever ``_one_text_change`` answers is exactly DeepDiff's report (it answers None otherwise)."""
+    for x, y in ((a, b), (a, a), (a, _edited_first_text(a))):
+        fast = _differ._changes(prefix, x, y)
+        assert fast == _deepdiff_only(prefix, x, y, monkeypatch)
+
+
+def _edited_first_text(value: Any) -> Any:
+    """``value`` with its first text (depth first) made longer: the rerun's one edited answer."""
+    def find(v: Any, path: list[Any]) -> list[Any] | None:
+        if isinstance(v, str):
+            return path
+        for k, item in v.items() if isinstance(v, dict) else enumerate(v) if isinstance(v, list) else ():
+            found = find(item, [*path, k])
+            if found is not None:
+                return found
+        return None
+
+    path = find(value, [])
+    return value if not path else _edited(value, path, "edited " + str(_get(value, path)))
+
+
+def _get(value: Any, path: list[Any]) -> Any:
+    for k in path:
+        value = value[k]
+    return value
+
+
+def test_the_rerun_shape_is_answered_without_deepdiff(monkeypatch: Any) -> None:
+    """The common change, one answer's text edited, never reaches DeepDiff (the assumption above holds for it)."""
+    import deepdiff
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("DeepDiff asked")
+
+    monkeypatch.setattr(deepdiff, "DeepDiff", refused)
+    a = {"kind": "response", "parts": [{"part_kind": "text", "content": "r"}, {"part_kind": "text", "content": "s"}]}
+    b = {**a, "parts": [a["parts"][0], {"part_kind": "text", "content": "s (revised)"}]}
+    assert _differ._changes("response", a, b) == [_differ.Change("response.parts[1].content", "changed", "s", "s (revised)")]
+    assert _differ._changes("", {"k": 1, "response": a}, {"k": 1, "response": b}) == [
+        _differ.Change("response.parts[1].content", "changed", "s", "s (revised)")]
