@@ -572,6 +572,9 @@ def _message_chars(message: Message, loaded: list[Any] | None = None) -> int | N
     return found
 
 
+_facts.derive("chars", _message_chars)
+
+
 def _characters(messages: list[Any]) -> int | None:
     """The characters the installed harness's estimate counts in ``messages`` (its tokenizer hook
     called with ``len`` on each segment), or None if it cannot count them that way."""
@@ -803,12 +806,8 @@ class _Index:
 
     def chars(self, i: int) -> int | None:
         if i not in self._chars:
-            if i < len(self.c.messages):
-                facts, c = self.facts, self.c
-                if facts.private:  # kept here per index; the load is kept for the cache figures' size
-                    self._chars[i] = _message_chars(c.messages[i], facts.loaded(c, i))
-                else:
-                    self._chars[i] = facts.get("chars", c, i, lambda m: _message_chars(m, facts.loaded(c, i)))
+            if i < len(self.c.messages):  # computed from the message's load with its size (_facts.derive)
+                self._chars[i] = self.facts.from_loaded("chars", self.c, i)
             else:
                 self._chars[i] = _message_chars(self.msg(i))
         return self._chars[i]
@@ -825,7 +824,7 @@ class _Index:
             found = ok.get(i)
             if found is None:
                 c = self.c
-                found = ok[i] = i >= len(c.messages) or self.facts.loaded(c, i) is not None
+                found = ok[i] = i >= len(c.messages) or self.facts.from_loaded("loadable", c, i)
             if not found:
                 return False
         return True

@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._conversations import Predecessors
-from .._facts import current, volatile
+from .._facts import current, derive, volatile
 from ..cassette import Cassette, Exchange
 from ..errors import ReplayUsageError
 from ..normaliser._unsent import sent_message, sent_parameters, sent_part
@@ -140,6 +140,9 @@ class _Sizes:
         except TypeError:  # an unhashable tokenizer: not shared
             return _estimate_one(self.cassette.messages[index], tokenizer)
         facts, c = self.facts, self.cassette
+        if tokenizer is None:  # the heuristic's: computed with the message's other facts from its load
+            found: int = facts.from_loaded(_SIZE, c, index)
+            return found
         size: int = facts.get(kind, c, index, lambda m: _estimate_one(m, tokenizer, facts.loaded(c, index)))
         return size
 
@@ -166,6 +169,10 @@ def _estimate_one(message: dict[str, Any], tokenizer: Tokenizer | None = None, l
         return int(estimate_token_count(load_messages([message]) if loaded is _NOT_LOADED_YET else loaded, tokenizer))
     except Exception:  # a message this version cannot read (or a failing tokenizer): its text length
         return len(json.dumps(message, default=str)) // 4
+
+
+_SIZE = ("size", None)
+derive(_SIZE, lambda message, loaded: _estimate_one(message, None, loaded))
 
 
 def _output_tokens(c: Cassette, ex: Exchange, sizes: _Sizes) -> int:

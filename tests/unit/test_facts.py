@@ -282,3 +282,55 @@ def test_a_schema_that_picks_classes_by_a_stamp_is_not_shared() -> None:
         "A": {"tag": ["timestamp", "x"], "defaults": {"k": 1}}, "B": {"tag": ["kind", "request"]}}})
     assert not picked.stamp_free(_facts.volatile)
     assert compile_schema({"roots": {"message": ["B"]}, "classes": {"B": {"tag": ["kind", "request"]}}}).stamp_free(_facts.volatile)
+
+
+# --------------------------------------------------------------------------- facts computed from one load
+
+
+def _bare_facts(m: dict[str, Any]) -> dict[str, Any]:
+    """Each derived fact of a message computed on its own, from a load of its own."""
+    from replay.recorder import load_messages
+    from replay.wire.cache import _SIZE, _estimate_one
+
+    try:
+        loaded = load_messages([m])
+    except Exception:
+        loaded = None
+    return {"chars": invariants._message_chars(m, loaded), _SIZE: _estimate_one(m), "loadable": loaded is not None}
+
+
+@pytest.mark.parametrize("private", [False, True])
+def test_facts_from_one_load_equal_each_computed_alone(private: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Facts.from_loaded`` loads a message once for every derived fact and keeps no load: each fact is
+    what its own computation from a load of its own gives, whichever kind is asked first."""
+    from replay.wire.cache import _SIZE
+
+    loads: list[int] = []
+    real = _facts._load
+    monkeypatch.setattr(_facts, "_load", lambda m: loads.append(1) or real(m))
+    for path in RECORDINGS:
+        c = load(path)
+        expected = [_bare_facts(m) for m in c.messages]
+        loads.clear()
+        with _facts.shared(private=private) as facts:
+            kinds = ["chars", _SIZE, "loadable"]
+            for i in range(len(c.messages)):
+                first = kinds[i % 3]  # each kind asked first for some messages
+                for kind in [first, *(k for k in kinds if k != first)]:
+                    assert facts.from_loaded(kind, c, i) == expected[i][kind], (path, i, kind)
+            assert not any(isinstance(v, list) for v in facts._memo.values())  # no load kept
+        assert len(loads) == (len(c.messages) if private else len({facts.key(c, i) for i in range(len(c.messages))}))
+
+
+def test_a_derived_fact_that_raises_raises_only_where_it_is_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Computed eagerly beside another kind, a failing fact must not fail that kind's caller (the diff's
+    estimates) but still raise where it is asked (the check that asks it fails, as it did)."""
+    def broken(message: Any, loaded: Any) -> Any:
+        raise RuntimeError("broken fact")
+
+    monkeypatch.setitem(_facts.DERIVED, "broken", broken)
+    c = load(ROOT / "cassettes" / "seed001" / "keep_user_messages_true.cassette")
+    with _facts.shared() as facts:
+        assert facts.from_loaded("loadable", c, 0) is True
+        with pytest.raises(RuntimeError, match="broken fact"):
+            facts.from_loaded("broken", c, 0)
