@@ -32,6 +32,19 @@ MAX_INT = 2**63 - 1
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 """JSON scalar types (a set: ``type in`` a tuple compares with each in turn, and None is common)."""
+_SMALL_INT = (-(2**63), 2**64 - 1)
+"""Integers msgpack holds itself; one outside (a big integer, up to 4,300 digits) weighs its digits."""
+
+
+def _big_weight(value: int) -> int:
+    """Extra weight of an integer: its decimal digits (bounded above from its bits) when it is a big one.
+
+    A big integer is written out, converted and packed digit by digit (quadratically) wherever its
+    message is: weighed as 1, a message of them referenced by every request expanded past
+    ``max_expanded`` thousands of times over."""
+    if _SMALL_INT[0] <= value <= _SMALL_INT[1]:
+        return 0
+    return value.bit_length() * 30103 // 100000 + 2
 
 
 class SchemaError(ValueError):
@@ -59,7 +72,7 @@ def json_weight(value: Any, where: str, max_depth: int) -> int:
         if type(value) is str:
             return len(value) + 1
         if type(value) in _SCALARS:
-            return 1
+            return 1 + _big_weight(value) if type(value) is int else 1
         raise SchemaError(where, f"{_kind(value)} value is not allowed in a cassette")
     weight = 1
     level = [value]
@@ -81,6 +94,8 @@ def json_weight(value: Any, where: str, max_depth: int) -> int:
                         nxt.append(item)
                     elif t in _SCALARS:
                         weight += len(key) + 2
+                        if t is int:
+                            weight += _big_weight(item)
                     else:
                         raise SchemaError(where, f"{_kind(item)} value under {visible(key)[:60]!r} is not allowed")
             else:
@@ -93,6 +108,8 @@ def json_weight(value: Any, where: str, max_depth: int) -> int:
                         nxt.append(item)
                     elif t in _SCALARS:
                         weight += 1
+                        if t is int:
+                            weight += _big_weight(item)
                     else:
                         raise SchemaError(where, f"{_kind(item)} value is not allowed in a cassette")
         depth += 1
@@ -364,6 +381,8 @@ class _Layout(NamedTuple):
     """Text values the weight counts the length of."""
     nested: tuple[bool, ...] | None
     """Maps and arrays the weight walks."""
+    ints: tuple[bool, ...] | None = None
+    """Integer values outside ``counts``, which weigh their digits when big (:func:`_big_weight`)."""
 
 
 def _mask(flags: list[bool]) -> tuple[bool, ...] | None:
@@ -405,6 +424,8 @@ class _Layouts:
         if layout is None:
             return None
         text = 0 if layout.texts is None else sum(map(len, compress(values, layout.texts)))
+        if layout.ints is not None:
+            text += sum(map(_big_weight, compress(values, layout.ints)))
         # names are among the texts: when all the text is short, so is each name
         if text > MAX_NAME and layout.names is not None and max(map(len, compress(values, layout.names))) > MAX_NAME:
             return None
@@ -418,7 +439,7 @@ class _Layouts:
         if any(key not in keys for key in self.required) or any(self.fields.get(key) in (_name, _opt_name) for key in self.skip):
             return None  # (a name under a skipped key would not be among the texts)
         base = 1
-        names, counts, texts, nested = [], [], [], []
+        names, counts, texts, nested, ints = [], [], [], [], []
         for key, t in zip(keys, types):
             if type(key) is not str:
                 return None
@@ -428,6 +449,7 @@ class _Layouts:
             bound = _TYPES[check][1] if check is not None else ""
             names.append(bound == "length" and t is str)
             counts.append(bound == "range" and t is int)
+            ints.append(t is int and bound != "range" and key not in self.skip)
             texts.append(t is str and key not in self.skip)
             nested.append((t is dict or t is list) and key not in self.skip)
             if key in self.skip:
@@ -438,7 +460,7 @@ class _Layouts:
                 base += len(key) + 2
             else:
                 return None  # not JSON-shaped: json_weight says so, after the record's other checks
-        return _Layout(base, _mask(names), _mask(counts), _mask(texts), _mask(nested))
+        return _Layout(base, _mask(names), _mask(counts), _mask(texts), _mask(nested), _mask(ints))
 
     def weight(self, layout: _Layout, text: int, record: dict[str, Any], where: str, max_depth: int) -> int:
         """``json_weight`` of the record without ``skip`` (or the error it raises), given what

@@ -13,7 +13,7 @@ import msgpack
 import pytest
 from conftest import ROOT
 
-from replay.cassette import MAGIC, Limits, loads
+from replay.cassette import MAGIC, Limits, encode_big_int, loads
 from replay.errors import CassetteError
 
 TOOL_CALL = (h.ROOT / "cassettes" / "coverage" / "tool_call.cassette").read_bytes()
@@ -221,3 +221,31 @@ def _loads_within(data: bytes, references: int) -> bool:
     except CassetteError:
         return False
     return True
+
+
+BIG_INT = 10**4299  # 4,300 digits: written out, converted and packed digit by digit
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"kind": "request", "parts": [{"part_kind": "tool-return", "content": BIG_INT}]},  # a part's own field
+        {"kind": "request", "parts": [{"part_kind": "tool-return", "content": [BIG_INT] * 5}]},  # in an array
+        {"kind": "request", "parts": [{"part_kind": "tool-call", "args": {"n": -BIG_INT}}]},  # in a map
+        {"kind": "request", "size": BIG_INT, "parts": []},  # the message's own field
+    ],
+)
+def test_a_big_integer_weighs_its_digits_in_the_expanded_text(message: dict[str, object]) -> None:
+    """Weighed as one character, a message of big integers re-sent by every request expanded past
+    max_expanded thousands of times over (a 9 MB file: `replay diff` ran for minutes at 3.4 GB)."""
+    wire = {
+        "format": "harness-replay",
+        "version": 1,
+        "messages": [message],
+        "exchanges": [{"seq": i, "role": "main", "index": i, "kind": "request", "messages": [0, 1]} for i in range(500)],
+    }
+    data = MAGIC + msgpack.packb(wire, use_bin_type=True, default=encode_big_int)
+    assert len(data) < 50_000
+    loads(data)  # about 2 M characters: under the default
+    with pytest.raises(CassetteError, match="max_expanded"):
+        loads(data, limits=Limits(max_expanded=1_000_000))
