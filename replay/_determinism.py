@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import ReplayError
 
 if TYPE_CHECKING:
-    from .cassette import Cassette
+    from .cassette import Cassette, Limits
     from .scenario import Scenario
 
 __all__ = [
@@ -287,12 +287,13 @@ def deterministic_ids(scenario_id: str) -> Iterator[None]:
 # --------------------------------------------------------------------------- checking
 
 
-def normalised_bytes(path: Path) -> bytes:
-    """Canonical JSON of a cassette's normalised form: what 'byte-identical' compares."""
-    from .cassette import load
+def normalised_bytes(path: Path, limits: Limits | None = None) -> bytes:
+    """Canonical JSON of a cassette's normalised form: what 'byte-identical' compares (read with ``limits``,
+    the project's ``[tool.replay] max-*``; the defaults when None)."""
+    from .cassette import DEFAULT_LIMITS, load
     from .normaliser import normalise
 
-    data = normalise(load(path)).as_json()
+    data = normalise(load(path, limits or DEFAULT_LIMITS)).as_json()
     return json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=repr).encode()
 
 
@@ -403,14 +404,14 @@ def _record_in(directory: Path, targets: Sequence[str], cwd: Path) -> subprocess
     )
 
 
-def _compare(scenario_id: str, dirs: Sequence[Path]) -> DeterminismResult:
+def _compare(scenario_id: str, dirs: Sequence[Path], limits: Limits) -> DeterminismResult:
     from .cassette import cassette_path, load
 
     paths = [cassette_path(d, scenario_id) for d in dirs]
-    blobs = [normalised_bytes(p) for p in paths]
+    blobs = [normalised_bytes(p, limits) for p in paths]
     for k, blob in enumerate(blobs[1:], start=2):
         if blob != blobs[0]:
-            where = describe_difference(load(paths[0]), load(paths[k - 1])).replace("recording 2", f"recording {k}")
+            where = describe_difference(load(paths[0], limits), load(paths[k - 1], limits)).replace("recording 2", f"recording {k}")
             return DeterminismResult(scenario_id, len(dirs), False, f"recording 1 and {k}: {where}")
     return DeterminismResult(scenario_id, len(dirs), True)
 
@@ -423,15 +424,20 @@ def _targets(scenarios: Sequence[Scenario], scenarios_dir: Path) -> list[str]:
 
 
 def check(
-    scenarios: Sequence[Scenario], runs: int, scenarios_dir: Path, cwd: Path | None = None, committed: Path | None = None
+    scenarios: Sequence[Scenario], runs: int, scenarios_dir: Path, cwd: Path | None = None, committed: Path | None = None,
+    limits: Limits | None = None,
 ) -> list[DeterminismResult]:
     """Record the scenarios ``runs`` times in fresh processes (in parallel) and compare each one.
 
     Recordings go to a temporary directory, never into the project's cassettes. ``committed``: the
     project's cassettes, which recordings that agree with each other must also match when made on the
     same harness and pydantic-ai (a scenario keeping state in a fixed folder sees the same leftovers in
-    every probe, and only the cassette recorded before them tells).
+    every probe, and only the cassette recorded before them tells). ``limits``: the project's
+    ``[tool.replay] max-*``, which the recording children wrote with (the defaults when None).
     """
+    from .cassette import DEFAULT_LIMITS
+
+    limits = limits or DEFAULT_LIMITS
     if runs < 2:
         raise ReplayError("--check-determinism needs at least 2 recordings to compare")
     where = cwd or Path.cwd()
@@ -444,13 +450,13 @@ def check(
             if proc.returncode != 0:
                 last = (err.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
                 raise ReplayError(f"determinism check: recording {i} failed: {last}")
-        results = [_compare(sc.id, dirs) for sc in scenarios]
+        results = [_compare(sc.id, dirs, limits) for sc in scenarios]
         if committed is not None:
-            results = [_against_committed(r, dirs[0], committed) if r.identical else r for r in results]
+            results = [_against_committed(r, dirs[0], committed, limits) if r.identical else r for r in results]
         return results
 
 
-def _against_committed(result: DeterminismResult, fresh_dir: Path, committed: Path) -> DeterminismResult:
+def _against_committed(result: DeterminismResult, fresh_dir: Path, committed: Path, limits: Limits) -> DeterminismResult:
     from .cassette import cassette_path, load
     from .errors import CassetteError
 
@@ -458,12 +464,12 @@ def _against_committed(result: DeterminismResult, fresh_dir: Path, committed: Pa
     if not kept.is_file():
         return result
     try:
-        a, b = load(kept), load(fresh)
+        a, b = load(kept, limits), load(fresh, limits)
     except CassetteError:
         return result
     if (a.header.harness_version, a.header.slim_version) != (b.header.harness_version, b.header.slim_version):
         return result  # another version's recording: a difference may be the harness's
-    if normalised_bytes(kept) == normalised_bytes(fresh):
+    if normalised_bytes(kept, limits) == normalised_bytes(fresh, limits):
         return result
     where = describe_difference(a, b).replace("recording 2", "the recordings")
     return DeterminismResult(result.scenario_id, result.runs, False,

@@ -304,7 +304,7 @@ def record(
     if check_determinism is not None:
         from . import _determinism
 
-        results = _determinism.check(scenarios, check_determinism, config.scenarios, committed=directory)
+        results = _determinism.check(scenarios, check_determinism, config.scenarios, committed=directory, limits=limits(config))
         same = sum(r.identical for r in results)
         if fmt is ShowFmt.json:
             typer.echo(dumps_json({r.scenario_id: {"identical": r.identical, "recordings": r.runs, "detail": r.detail}

@@ -354,3 +354,15 @@ def test_a_recording_the_loader_would_refuse_is_not_written_until_the_limit_is_r
     assert cli("record").code == 0
     r = cli("run")
     assert r.code == 0 and "SAME" in r.out, r.out + r.err
+
+
+def test_check_determinism_reads_the_recordings_with_the_projects_limits(cli, project: Path) -> None:
+    """Regression: with max-depth raised for a deep tool result, `record` and `run` worked but
+    `record --check-determinism` read its recordings with the default limits and failed on the first
+    ('nesting deeper than 200'), and compared nothing with the committed cassette."""
+    (project / "scenarios" / "deep.py").write_text(DEEP_SCENARIO)
+    (project / "pyproject.toml").write_text("[tool.replay]\nmax-depth = 300\n")
+    assert cli("record").code == 0
+    r = cli("record", "deep/tree", "--check-determinism", "2")
+    assert r.code == 0, r.out + r.err
+    assert "nesting deeper" not in r.out + r.err and "1 identical" in r.out + r.err, r.out + r.err

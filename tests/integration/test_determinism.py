@@ -237,7 +237,7 @@ def test_check_determinism_speaks_json_and_escapes_text(cli: Callable[..., Any],
     (project / "scenarios" / "ids.py").write_text(SCENARIOS)
     found = [_determinism.DeterminismResult("ids/uuid_prompt", 2, True),
              _determinism.DeterminismResult("ids/random_prompt", 2, False, "main[0] differs at x: a\x1b[2J → b")]
-    monkeypatch.setattr(_determinism, "check", lambda scenarios, n, where, committed=None: found)
+    monkeypatch.setattr(_determinism, "check", lambda scenarios, n, where, committed=None, limits=None: found)
     r = cli("record", "--check-determinism", "2", "--format", "json")
     assert r.code == 1 and json.loads(r.out)["ids/random_prompt"] == {
         "identical": False, "recordings": 2, "detail": "main[0] differs at x: a\x1b[2J → b"}
