@@ -9,6 +9,7 @@ Settings and request parameters (tool definitions) are interned the same way.
 
 import contextlib
 import gc
+import math
 import os
 import stat
 import tempfile
@@ -497,8 +498,9 @@ def encode_big_int(value: Any) -> msgpack.ExtType:
     """``default`` of every packer: msgpack calls it for an int it cannot hold (and any other type it cannot)."""
     if isinstance(value, int) and not isinstance(value, bool):
         if not -_TOO_BIG < value < _TOO_BIG:
-            raise ValueError(f"an integer of {len(str(abs(value) // _TOO_BIG)) + MAX_BIG_INT_DIGITS} digits is over "
-                             f"the {MAX_BIG_INT_DIGITS} a cassette holds")
+            above = abs(value) // _TOO_BIG  # its own decimal text is past Python's conversion bound from 8,601 digits
+            count = f"{len(str(above)) + MAX_BIG_INT_DIGITS}" if above < _TOO_BIG else f"about {int(math.log10(above)) + 1 + MAX_BIG_INT_DIGITS}"
+            raise ValueError(f"an integer of {count} digits is over the {MAX_BIG_INT_DIGITS} a cassette holds")
         digits = int.__repr__(value)  # an IntEnum's value, not its name
         return msgpack.ExtType(BIG_INT, digits.encode("ascii"))
     raise TypeError(f"can not serialize {type(value).__name__!r} object")

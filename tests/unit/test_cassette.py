@@ -241,6 +241,18 @@ def test_an_integer_past_the_digit_bound_is_a_clear_encoding_error() -> None:
         dumps(b.cassette)
 
 
+@pytest.mark.parametrize(("value", "count"), [(10**8599, "8600"), (-(10**8600), "about 8601"), (10**20000, "about 20001")],
+    ids=["8600", "minus-8601", "20001"],
+)
+def test_an_integer_far_past_the_digit_bound_is_named_by_its_size(value: int, count: str) -> None:
+    """Regression: past 8,600 digits the error was Python's own ('Exceeds the limit (4300 digits) for integer
+    string conversion; use sys.set_int_max_str_digits()'), which counting the digits raised."""
+    b = CassetteBuilder(Header(scenario_id="unit/huge"))
+    b.cassette.outcome.output = value
+    with pytest.raises(CassetteError, match=f"cannot encode: an integer of {count} digits is over the 4300 a cassette holds"):
+        dumps(b.cassette)
+
+
 @pytest.mark.parametrize(
     "payload",
     [b"", b"5", b"-5", str(2**64 - 1).encode(), str(-(2**63)).encode(), b"007" + b"0" * 20, b"-0", b"+" + b"1" * 25,
