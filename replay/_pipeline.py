@@ -375,7 +375,12 @@ def accept(
         if r.result is None:
             out.append(AcceptOutcome(sid, "not accepted", "no replay result was written (--out)"))
             continue
-        result = load(Path(r.result), limits)
+        try:
+            result = load(Path(r.result), limits)
+        except CassetteError as exc:  # the replay holds what the loader refuses (a tool result nested deeper now)
+            out.append(AcceptOutcome(sid, "not accepted", f"{exc}; raise that limit in [tool.replay] (max-depth, "
+                                                          "max-expanded, ...) to keep it"))
+            continue
         undeclared = not_as_declared(sc, result) if sc is not None else None
         if undeclared is not None:
             out.append(AcceptOutcome(sid, "not accepted", undeclared))

@@ -215,3 +215,42 @@ def test_kill_9_during_accept_leaves_no_torn_or_temp_files(
     assert done.returncode == 0, done.stderr
     assert [p for p in project.rglob("*.tmp")] == []
     assert len(list(iter_cassettes(project / "cassettes"))) == 3
+
+
+def _provider_cassette(sid: str, depth: int, text: str) -> Any:
+    from replay.cassette import CassetteBuilder, Exchange, Header
+
+    b = CassetteBuilder(Header(scenario_id=sid))
+    node: dict[str, Any] = {}
+    for _ in range(depth):
+        node = {"c": node}
+    ids = b.messages([{"kind": "request", "parts": [{"part_kind": "tool-return", "content": node, "tool_name": "t"}]},
+                      {"kind": "response", "parts": [{"part_kind": "text", "content": text}]}])
+    b.cassette.exchanges.append(Exchange(seq=0, role="main", index=0, kind="request", model_system="openai",
+                                         messages=ids[:1], response=ids[1]))
+    return b.cassette
+
+
+def test_a_replay_the_loader_refuses_is_not_accepted_and_the_others_still_are(tmp_path: Path) -> None:
+    """Regression: a provider recording's replay that the loader refuses (a tool's result now nested past
+    max-depth) raised out of accept, so `run --accept` ended on one 'replay: error' line and accepted none
+    of the other scenarios."""
+    from replay import _pipeline
+    from replay.cassette import save
+    from replay.differ import diff
+    from replay.reporter import ScenarioReport
+
+    reports = []
+    for sid, depth in (("a/deep", 250), ("b/fine", 3)):
+        recorded, replayed = _provider_cassette(sid, 3, "old"), _provider_cassette(sid, depth, "new")
+        name = sid.replace("/", "_") + ".cassette"
+        (tmp_path / "c").mkdir(exist_ok=True)
+        (tmp_path / "r").mkdir(exist_ok=True)
+        kept, result = save(recorded, tmp_path / "c" / name), save(replayed, tmp_path / "r" / name)
+        reports.append(ScenarioReport(sid, "changed", diff=diff(recorded, replayed), cassette=str(kept), result=str(result)))
+    before = (tmp_path / "c" / "a_deep.cassette").read_bytes()
+    out = {o.scenario_id: o for o in _pipeline.accept(reports, {})}
+    assert out["a/deep"].status == "not accepted" and "nesting deeper than 200" in out["a/deep"].detail
+    assert "raise that limit" in out["a/deep"].detail and "\n" not in out["a/deep"].detail
+    assert out["b/fine"].status == "accepted", out
+    assert (tmp_path / "c" / "a_deep.cassette").read_bytes() == before  # the baseline is left as it was
