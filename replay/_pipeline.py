@@ -11,6 +11,7 @@ from typing import ParamSpec
 from . import _facts, invariants
 from .cassette import (
     DEFAULT_LIMITS,
+    RAISE_LIMIT,
     Cassette,
     Limits,
     cassette_path,
@@ -378,8 +379,7 @@ def accept(
         try:
             result = load(Path(r.result), limits)
         except CassetteError as exc:  # the replay holds what the loader refuses (a tool result nested deeper now)
-            out.append(AcceptOutcome(sid, "not accepted", f"{exc}; raise that limit in [tool.replay] (max-depth, "
-                                                          "max-expanded, ...) to keep it"))
+            out.append(AcceptOutcome(sid, "not accepted", f"{exc}; {RAISE_LIMIT}"))
             continue
         undeclared = not_as_declared(sc, result) if sc is not None else None
         if undeclared is not None:

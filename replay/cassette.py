@@ -708,6 +708,10 @@ def save(cassette: Cassette, path: str | os.PathLike[str]) -> Path:
     return write_atomic(Path(path), data)
 
 
+RAISE_LIMIT = "raise that limit in [tool.replay] (max-depth, max-expanded, ...) to keep it"
+"""What a baseline the loader would refuse is told: the writers and ``run --accept`` say it alike."""
+
+
 def encode_readable(cassette: Cassette, path: str | os.PathLike[str], limits: Limits = DEFAULT_LIMITS) -> tuple[bytes, Cassette]:
     """A baseline's bytes, and the cassette as read back from them, refusing what the loader would refuse.
 
@@ -718,8 +722,7 @@ def encode_readable(cassette: Cassette, path: str | os.PathLike[str], limits: Li
     try:
         again = loads(data, path, limits)
     except CassetteError as exc:
-        raise CassetteError(path, f"the loader would refuse this recording ({exc.problem}); raise that limit in "
-                                  "[tool.replay] (max-depth, max-expanded, ...) to keep it") from None
+        raise CassetteError(path, f"the loader would refuse this recording ({exc.problem}); {RAISE_LIMIT}") from None
     return data, again
 
 
