@@ -707,7 +707,7 @@ def matrix(
         from .cassette import write_atomic
         from .html import fill_from_results, render_html
 
-        write_atomic(html, render_html(fill_from_results(result)).encode("utf-8"))  # never a torn page
+        write_atomic(html, render_html(fill_from_results(result, limits(config))).encode("utf-8"))  # never a torn page
     raise typer.Exit(mx.exit_code(result))
 
 
@@ -778,7 +778,7 @@ def html(
     doc = mx.merge_results(docs) if len(docs) > 1 else docs[0][1]
     if not isinstance(doc, dict) or not isinstance(doc.get("scenarios"), dict):  # `{}`, a `replay report`: no page
         raise ReplayUsageError(f"{results[0]}: not the JSON of `replay matrix`, `merge` or `run --format json`")
-    page = render_html(fill_from_results(doc), title=title)
+    page = render_html(fill_from_results(doc, limits(_config())), title=title)
     from .cassette import write_atomic
 
     write_atomic(out, page.encode("utf-8"))
@@ -833,6 +833,7 @@ def report(
         jobs=jobs,
         env_dir=env_dir,
         pythons=tuple(python or ()),
+        limits=limits(config),
     )
     data = rp.build(request)
     text = rp.emit(data, fmt.value, out)

@@ -17,9 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape as _html_escape
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._untrusted import visible
+
+if TYPE_CHECKING:
+    from .cassette import Limits
 
 __all__ = ["fill_from_results", "render_html"]
 
@@ -116,13 +119,14 @@ def _scenarios(matrix: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {str(sid): row if isinstance(row, dict) else {} for sid, row in raw.items()}
 
 
-def fill_from_results(matrix: dict[str, Any]) -> dict[str, Any]:
+def fill_from_results(matrix: dict[str, Any], limits: Limits | None = None) -> dict[str, Any]:
     """Give cells without estimates (matrix cells that came out "same") those of their result cassette.
 
     A "same" cell sent what was recorded, so its result cassette's estimates are the
-    baseline's too. Cells whose result file is gone are left as they are.
+    baseline's too. Cells whose result file is gone are left as they are. ``limits`` are the
+    project's ``[tool.replay] max-*``, with which ``replay run`` wrote those files (the defaults when None).
     """
-    from .cassette import load
+    from .cassette import DEFAULT_LIMITS, load
     from .errors import ReplayError
 
     # Each file read once: shard files are untrusted, and every cell of one could name the same heavy cassette.
@@ -134,7 +138,7 @@ def fill_from_results(matrix: dict[str, Any]) -> dict[str, Any]:
             path = Path(cell["result"]).resolve()
             if path not in estimates:
                 try:
-                    cassette = load(path) if path.is_file() else None
+                    cassette = load(path, limits or DEFAULT_LIMITS) if path.is_file() else None
                 except (ReplayError, OSError):
                     cassette = None
                 role = None if cassette is None else chart_role(sorted(cassette.user_roles()))

@@ -34,7 +34,7 @@ from . import matrix as mx
 from ._conversations import in_conversations, interleaved_roles, turns_of
 from ._determinism import describe_difference, first_difference, normalised_bytes
 from ._untrusted import dumps_json, md_code, md_fence, visible
-from .cassette import Cassette, cassette_path, load
+from .cassette import DEFAULT_LIMITS, Cassette, Limits, cassette_path, load
 from .errors import CassetteError, ReplayUsageError
 from .scenario import ImportFailure, declared, discover
 
@@ -89,6 +89,8 @@ class Request:
     env_dir: Path | None = None
     pythons: tuple[str, ...] = ()
     """``--python`` as given (the versions already carry it), to repeat in the commands."""
+    limits: Limits = DEFAULT_LIMITS
+    """The project's ``[tool.replay] max-*``: each env's ``replay run`` wrote the results with them."""
 
 
 # --------------------------------------------------------------------------- facts
@@ -281,10 +283,10 @@ def _scenarios(req: Request, found: dict[str, Any], checked: dict[str, list[dict
             entry["error"] = cell.get("error", "")
         if sid in paths:
             try:
-                c = load(paths[sid])
+                c = load(paths[sid], req.limits)
                 entry.update(facts(c))
                 entry["violations"] = checked.get(str(paths[sid]), []) + checked.get("", [])
-                entry["normalised"] = normalised_bytes(paths[sid]).decode()
+                entry["normalised"] = normalised_bytes(paths[sid], req.limits).decode()
                 entry["path"] = str(paths[sid])
                 if sid == req.subject.id:
                     entry["sent"] = sent_text(c)
@@ -300,13 +302,13 @@ def _verdict(scenarios: dict[str, Any]) -> str:
     return _digest(json.dumps(body, sort_keys=True, ensure_ascii=False).encode())
 
 
-def _trial_difference(a: dict[str, Any], b: dict[str, Any]) -> str:
+def _trial_difference(a: dict[str, Any], b: dict[str, Any], limits: Limits = DEFAULT_LIMITS) -> str:
     """Where a later trial first parts from trial 1: the call, by role and ordinal, and what differs."""
     for sid in sorted(a):
         x, y = a[sid], b.get(sid, {})
         if x.get("normalised") != y.get("normalised") and x.get("normalised") and y.get("normalised"):
             try:
-                return f"{sid}: {describe_difference(load(x['path']), load(y['path']))}"
+                return f"{sid}: {describe_difference(load(x['path'], limits), load(y['path'], limits))}"
             except (CassetteError, KeyError):
                 return f"{sid}: {first_difference(json.loads(x['normalised']), json.loads(y['normalised']))}"
         for key in ("violations", "error", "status"):
@@ -326,7 +328,7 @@ def build(req: Request, progress: Callable[[dict[str, int]], mx.Progress] = mx.m
         if not path.exists():
             what = "" if sid == subject.id else f"control of {subject.id}: "
             raise ReplayUsageError(f"{path}: {what}no cassette (record it with: replay record {sid})")
-    recorded = load(recorded_path)
+    recorded = load(recorded_path, req.limits)
     trials = _trials(req, progress)
     checked = _checked(req, trials)
     runs = [{v.spec: _scenarios(req, t[v.spec], checked[v.spec]) for v in req.versions} for t in trials]
@@ -354,7 +356,7 @@ def build(req: Request, progress: Callable[[dict[str, int]], mx.Progress] = mx.m
                 "freeze_sha256": freeze_digest(freeze) if freeze else None,
                 "trials": [{"trial": k + 1, "verdict": d} for k, d in enumerate(digests)],
                 "identical": differ is None,
-                "first_difference": None if differ is None else _trial_difference(first, per_trial[differ]["scenarios"]),
+                "first_difference": None if differ is None else _trial_difference(first, per_trial[differ]["scenarios"], req.limits),
                 "scenarios": {sid: {k: val for k, val in e.items() if k not in ("normalised", "path")} for sid, e in first.items()},
             }
         )

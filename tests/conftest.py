@@ -235,3 +235,34 @@ def write_scenario(project: Path) -> Callable[..., Path]:
         return path
 
     return write
+
+
+# A tool result nested 250 deep: past the loader's default max-depth (200), so only a project that raises
+# it in [tool.replay] can record and replay it; every command reading its files must use that limit.
+DEEP_SCENARIO = '''
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import FunctionModel
+
+from replay import Run, scenario
+
+
+def answer(messages, info):
+    if len(messages) == 1:
+        return ModelResponse(parts=[ToolCallPart("tree", {}, tool_call_id="t-1")])
+    return ModelResponse(parts=[TextPart("done")])
+
+
+@scenario("deep/tree")
+async def tree(run: Run) -> str:
+    agent = Agent(FunctionModel(answer))
+
+    @agent.tool_plain
+    def tree() -> dict:
+        node: dict = {}
+        for _ in range(250):
+            node = {"child": node}
+        return node
+
+    return (await agent.run("go")).output
+'''

@@ -109,3 +109,25 @@ def test_an_empty_shard_file_is_a_missing_shard_to_merge(tmp_path: Path, cli: Ca
     assert alone.code == 2 and "every results file is empty" in alone.err
     page = cli("html", str(good), str(empty), "--out", str(tmp_path / "r.html"), cwd=tmp_path)
     assert page.code == 2 and page.err.strip().startswith(f"replay: error: {empty}")  # html needs every file it is given
+
+
+
+def test_html_reads_the_results_with_the_projects_limits(cli, project: Path, matrix_envs, monkeypatch) -> None:
+    """Regression: each env's `replay run` wrote a result with the project's `max-depth = 300`, and
+    `matrix --html` and `replay html` read it back with the default 200, silently: the page had no token
+    chart for that scenario ("same, no estimates")."""
+    from conftest import DEEP_SCENARIO
+
+    (project / "scenarios" / "deep.py").write_text(DEEP_SCENARIO)
+    (project / "pyproject.toml").write_text("[tool.replay]\nmax-depth = 300\n")
+    assert cli("record").code == 0
+    monkeypatch.setenv("REPLAY_ENV_DIR", str(matrix_envs.env_dir))
+    monkeypatch.setenv("CI", "1")
+    run = cli("matrix", "--harness", "0.62.0", "deep/tree", "--format", "json", "--html", "direct.html")
+    assert run.code == 0, run.out + run.err
+    (project / "matrix.json").write_text(run.out)
+    page = cli("html", "matrix.json", "--out", "page.html")
+    assert page.code == 0, page.err
+    for name in ("direct.html", "page.html"):
+        html = (project / name).read_text()
+        assert "no estimates" not in html and "<svg" in html, (name, html[-2000:])

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from conftest import DEEP_SCENARIO
+
 from replay.cassette import load
 
 
@@ -312,33 +314,6 @@ def test_a_value_no_cassette_can_hold_is_that_scenarios_error_not_an_exception_i
     assert sorted(p.name for p in (project / "cassettes" / "odd").iterdir()) == ["fine.cassette"]
 
 
-DEEP_SCENARIO = '''
-from pydantic_ai import Agent
-from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
-from pydantic_ai.models.function import FunctionModel
-
-from replay import Run, scenario
-
-
-def answer(messages, info):
-    if len(messages) == 1:
-        return ModelResponse(parts=[ToolCallPart("tree", {}, tool_call_id="t-1")])
-    return ModelResponse(parts=[TextPart("done")])
-
-
-@scenario("deep/tree")
-async def tree(run: Run) -> str:
-    agent = Agent(FunctionModel(answer))
-
-    @agent.tool_plain
-    def tree() -> dict:
-        node: dict = {}
-        for _ in range(250):
-            node = {"child": node}
-        return node
-
-    return (await agent.run("go")).output
-'''
 
 
 def test_a_recording_the_loader_would_refuse_is_not_written_until_the_limit_is_raised(cli, project: Path) -> None:

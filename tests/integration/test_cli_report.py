@@ -122,3 +122,24 @@ def test_committed_example_reports_hold_the_seed_figures() -> None:
     assert "### Controls: the other scenarios of `scenarios/seed003_is_provider_valid.py`" in pred
     for report in (long, blank, pred):
         assert "replay report " in report and "/work/" not in report  # the command; no absolute paths
+
+
+def test_a_project_that_raised_a_loader_limit_gets_its_report(
+    cli: Callable[..., CliResult], project: Path, env_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: each env's `replay run` wrote the results with the project's `max-depth = 300`, and the
+    report read them back with the default 200: the scenario's row was an error ('nesting deeper than 200')."""
+    from conftest import DEEP_SCENARIO
+
+    (project / "scenarios" / "deep.py").write_text(DEEP_SCENARIO)
+    (project / "pyproject.toml").write_text("[tool.replay]\nmax-depth = 300\n")
+    assert cli("record").code == 0
+    monkeypatch.setenv("REPLAY_ENV_DIR", str(env_dir))
+    monkeypatch.setenv("CI", "1")
+    proc = cli("report", "deep/tree", "--harness", "0.62.0", "--trials", "2", "--format", "json")
+    doc = _json(proc)
+    assert proc.code == 0, proc.out + proc.err
+    (version,) = doc["versions"]
+    row = version["scenarios"]["deep/tree"]
+    assert row["status"] == "same" and "error" not in row, row
+    assert row["requests"] == {"main": 2} and version["identical"], row
