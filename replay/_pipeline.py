@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import ParamSpec
 
 from . import _facts, invariants
+from ._deadline import ReplayTimeout
 from .cassette import (
     DEFAULT_LIMITS,
     RAISE_LIMIT,
@@ -205,6 +206,8 @@ def replay_scenario(
     allow_hosts: Iterable[str] = (),
     limits: Limits = DEFAULT_LIMITS,
     level: Level = "wire",
+    timeout: float | None = None,
+    give_up: Callable[[str], object] | None = None,
 ) -> ScenarioReport:
     """Replay one scenario against its cassette and report what changed, never raising for one bad cassette."""
     path = cassette_path(cassettes, sc.id)
@@ -222,7 +225,9 @@ def replay_scenario(
             cassette=str(path),
         )
     try:
-        result = replay(sc, recorded, on_exhausted, allow_hosts=allow_hosts, level=level)
+        result = replay(sc, recorded, on_exhausted, allow_hosts=allow_hosts, level=level, timeout=timeout, give_up=give_up)
+    except ReplayTimeout as exc:
+        return ScenarioReport(sc.id, "error", error=f"{path}: the replay {exc}", cassette=str(path))
     except ReplayError as exc:
         return ScenarioReport(sc.id, "error", error=str(exc), cassette=str(path))
     result_path = None

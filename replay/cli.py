@@ -6,6 +6,7 @@ Exit codes fit CI: 0 nothing changed, 1 a change or violation was found, 2 bad i
 
 
 import copy
+import functools
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -244,6 +245,11 @@ ExhaustedOpt = Annotated[
     Exhausted | None, typer.Option("--on-exhausted", help="When a role asks for more responses than recorded.")
 ]
 AllowHostOpt = Annotated[list[str] | None, typer.Option("--allow-host", help="Host a replay may connect to (repeatable).")]
+TimeoutOpt = Annotated[
+    float | None,
+    typer.Option("--timeout", min=0, help="Seconds one scenario's replay may take, then it is an error (default 300, "
+                 "[tool.replay] timeout; 0: no bound)."),
+]
 
 
 def _import_checks(config: Config) -> None:
@@ -340,6 +346,7 @@ def run(
     on_exhausted: ExhaustedOpt = None,
     ignore: IgnoreOpt = None,
     allow_host: AllowHostOpt = None,
+    timeout: TimeoutOpt = None,
     accept: Annotated[
         bool,
         typer.Option(
@@ -376,7 +383,23 @@ def run(
     rules = _pipeline.rules_from(config, ignore or ())
     flag = on_exhausted.value if on_exhausted else None  # the flag, else the scenario's own, else [tool.replay]
     _pipeline.clean_results(out or config.results)
-    reports = []
+    reports: list[Any] = []
+
+    def give_up(stuck: Any, message: str) -> None:
+        """The report of what is done, from the watchdog's thread: the main one is stuck in ``stuck``'s replay."""
+        from .cassette import cassette_path
+        from .reporter import ScenarioReport
+
+        path = cassette_path(cassettes or config.cassettes, stuck.id)
+        rest = [sc for sc in scenarios if sc.id not in {r.scenario_id for r in reports} | {stuck.id}]
+        ended = [
+            ScenarioReport(stuck.id, "error", error=f"{path}: the replay is {message}", cassette=str(path)),
+            *(ScenarioReport(sc.id, "error", error=f"not replayed: the run ended at {stuck.id}, which could not be stopped")
+              for sc in rest),
+        ]
+        emit(sorted([*reports, *ended, *_import_errors(failures, scenarios)], key=lambda r: r.scenario_id),
+             fmt.value, title="harness-replay run")
+
     for sc in scenarios:
         started = time.perf_counter()
         report = _pipeline.isolated(
@@ -390,6 +413,8 @@ def run(
             allow_hosts=[*config.allow_hosts, *(allow_host or [])],
             limits=limits(config),
             level=level.value,
+            timeout=config.timeout if timeout is None else timeout,
+            give_up=functools.partial(give_up, sc),
         )
         reports.append(_pipeline.located(report, sc, time.perf_counter() - started))
     reports = sorted([*reports, *_import_errors(failures, scenarios)], key=lambda r: r.scenario_id)
@@ -661,6 +686,7 @@ def matrix(
     ignore: IgnoreOpt = None,
     on_exhausted: ExhaustedOpt = None,
     allow_host: AllowHostOpt = None,
+    timeout: TimeoutOpt = None,
     python: Annotated[
         list[str] | None,
         typer.Option(
@@ -694,6 +720,8 @@ def matrix(
     extra += tuple(arg for host in allow_host or () for arg in ("--allow-host", host))
     if on_exhausted is not None:
         extra += ("--on-exhausted", on_exhausted.value)
+    if timeout is not None:
+        extra += ("--timeout", f"{timeout:g}")
     opts = mx.RunOptions(
         cassettes=cassettes,
         out=out or Path(".replay/matrix"),
@@ -813,6 +841,7 @@ def report(
         list[str] | None,
         typer.Option("--python", help="Python to replay under, as for `replay matrix` (repeatable): one column per (python, harness)."),
     ] = None,
+    timeout: TimeoutOpt = None,
 ) -> None:
     """A reproduction report for one scenario on several harness versions, ready to paste into an issue."""
     from . import _envs
@@ -834,6 +863,7 @@ def report(
         env_dir=env_dir,
         pythons=tuple(python or ()),
         limits=limits(config),
+        extra_args=() if timeout is None else ("--timeout", f"{timeout:g}"),
     )
     data = rp.build(request)
     text = rp.emit(data, fmt.value, out)
@@ -860,6 +890,16 @@ def main(argv: list[str] | None = None, command: Any = None) -> None:
     ``command`` is :func:`build_command`'s result, built once by a caller that runs many
     commands in one process (each subcommand is then built once, not per call).
     """
+    try:
+        _main(argv, command)
+    except SystemExit as exc:
+        from ._deadline import exit_unless_stuck
+
+        exit_unless_stuck(0 if exc.code is None else exc.code if isinstance(exc.code, int) else 1)
+        raise
+
+
+def _main(argv: list[str] | None, command: Any) -> None:
     try:
         if command is not None:
             code = command.main(args=argv, prog_name="replay", standalone_mode=False)

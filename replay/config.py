@@ -27,6 +27,9 @@ class Config:
     loader_limits: tuple[tuple[str, int], ...] = ()
     """``max-*`` settings for the cassette loader (``replay.cassette.Limits`` field → value)."""
     matrix_with: tuple[str, ...] = ()
+    timeout: float = 300.0
+    """Seconds one scenario's replay may take (``replay._deadline``); 0: no bound. Replays of the bundled
+    scenarios take well under a second each, the 200-turn benchmark scenario 3 s."""
     source: Path | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -53,6 +56,7 @@ _KNOWN = {
     "max-expanded": "max_expanded",
     "matrix-with": "matrix_with",
     "matrix_with": "matrix_with",
+    "timeout": "timeout",
 }
 
 
@@ -155,6 +159,10 @@ def _load(path: Path, stamp: int, cwd: Path) -> Config:
             if value not in ("fail", "repeat", "fake"):
                 raise ReplayUsageError(f"{path}: [tool.replay] {key} must be fail, repeat or fake")
             kwargs[name] = value
+        elif name == "timeout":
+            if type(value) not in (int, float) or not 0 <= value < 10**7:
+                raise ReplayUsageError(f"{path}: [tool.replay] {key} must be a number of seconds (0 for no bound)")
+            kwargs[name] = float(value)
         elif name.startswith("max_"):
             if type(value) is not int or value <= 0:
                 raise ReplayUsageError(f"{path}: [tool.replay] {key} must be a positive integer")

@@ -13,7 +13,7 @@ import itertools
 import sys
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import ExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -566,16 +566,21 @@ def replay(
     allow_hosts: Iterable[str] = (),
     allow_loopback: bool = True,
     level: Level = "wire",
+    timeout: float | None = None,
+    give_up: Callable[[str], object] | None = None,
 ) -> ReplayResult:
     """Replay one scenario in a fresh event loop, with model requests and the network locked down.
 
     A blocked connection is reported as a divergence even when the library that tried it
-    swallowed the error.
+    swallowed the error. ``timeout`` bounds the run (``replay._deadline``: raises
+    ``ReplayTimeout``; with ``give_up``, a run that cannot be stopped ends the process).
     """
+    from ._deadline import bounded
     from .guard import network_guard
 
     with offline(), network_guard(scenario.id, allow=allow_hosts, allow_loopback=allow_loopback) as guard:
-        result = asyncio.run(replay_async(scenario, recorded, on_exhausted, level))
+        with bounded(timeout, scenario.id, give_up=give_up):
+            result = asyncio.run(replay_async(scenario, recorded, on_exhausted, level))
     result.divergences += guard_divergences(guard)
     return result
 
