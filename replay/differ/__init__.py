@@ -356,16 +356,25 @@ class _Differ:
         pairings = self._alignments.get(history)
         if pairings is None:
             pairings = self._alignments[history] = align(ma, mb, ka, kb, self._memo)
+        refs: dict[int, tuple[int, int | None]] = {}
+        """Entry position → (message, part or None) on its own side, for removed and inserted entries."""
         for p in pairings:
             where = "messages" + _index(p.a, p.b)
             if p.kind == "changed":
                 assert p.a is not None and p.b is not None
                 sub_entries, sub_changes = self.message_pair(ma[p.a], mb[p.b], (ka[p.a], kb[p.b]))
                 entries.append(Entry("changed", where, message_label(ma[p.a])))
-                entries += [Entry(e.kind, f"{where}.{e.path}", e.label, e.detail) for e in sub_entries]
+                for e in sub_entries:
+                    if e.kind in ("removed", "inserted"):
+                        refs[len(entries)] = (p.a if e.kind == "removed" else p.b, int(e.path[6:-1]))
+                    entries.append(Entry(e.kind, f"{where}.{e.path}", e.label, e.detail))
                 changes += [Change(f"{prefix}.{where}{_dot(c.path)}", c.kind, c.old, c.new) for c in sub_changes]
             else:
+                if p.kind in ("removed", "inserted"):
+                    refs[len(entries)] = (p.a if p.kind == "removed" else p.b, None)  # type: ignore[assignment]
                 entries.append(_entry(p.kind, where, ma, mb, p.a, p.b, message_label))
+        if refs:
+            entries = _moved_across_messages(entries, refs, ma, mb)
         rest_a = {k: v for k, v in qa.body.items() if k != "messages"}
         rest_b = {k: v for k, v in qb.body.items() if k != "messages"}
         if rest_a != rest_b:
@@ -386,6 +395,69 @@ class _Differ:
         ]
         changes.sort(key=lambda c: natural_key(c.path))
         return entries, changes
+
+
+def _parts_of(message: Any) -> list[Any]:
+    parts = message.get("parts") if isinstance(message, dict) else None
+    return parts if isinstance(parts, list) else []
+
+
+def _moved_across_messages(
+    entries: list[Entry], refs: dict[int, tuple[int, int | None]], ma: list[Any], mb: list[Any]
+) -> list[Entry]:
+    """A part that left one message for another is moved, not removed from one and inserted in the other.
+
+    Messages are aligned first and parts only inside a pair, so a prompt a sliding window merged
+    into the message before it (``[U0], [A], [U2]`` → ``[U0, U2]``) came out as ``U2`` removed and
+    inserted — and listed as lost although it is still sent. A removed message counts as moved only
+    when every one of its parts is sent elsewhere; an inserted message is dropped once all of its parts
+    came from A.
+    """
+    pool: dict[bytes, list[tuple[int, int, int]]] = {}  # part digest → (entry, message B, part B)
+    for pos, (j, k) in refs.items():
+        if entries[pos].kind != "inserted":
+            continue
+        parts = _parts_of(mb[j])
+        for kk in range(len(parts)) if k is None else (k,):
+            if kk < len(parts):
+                pool.setdefault(digest(parts[kk]), []).append((pos, j, kk))
+    if not pool:
+        return entries
+    replaced: dict[int, list[Entry]] = {}
+    taken: dict[int, int] = {}  # inserted entry → parts of it moved
+    for pos, (i, k) in refs.items():
+        if entries[pos].kind != "removed":
+            continue
+        parts = _parts_of(ma[i])
+        wanted = list(range(len(parts))) if k is None else [k] if k < len(parts) else []
+        found: list[tuple[int, tuple[int, int, int]]] = []
+        for kk in wanted:
+            spots = pool.get(digest(parts[kk]))
+            if not spots:
+                break
+            found.append((kk, spots.pop(0)))
+        if not wanted or len(found) < len(wanted):
+            for kk, spot in reversed(found):  # not all of it is sent elsewhere: still removed
+                pool[digest(parts[kk])].insert(0, spot)
+            continue
+        replaced[pos] = [
+            Entry("moved", f"messages{_index(i, j)}.parts{_index(kk, kb)}", _part_label(parts[kk])) for kk, (_, j, kb) in found
+        ]
+        for _, (ins, _, _) in found:
+            taken[ins] = taken.get(ins, 0) + 1
+    if not replaced:
+        return entries
+    out: list[Entry] = []
+    for pos, e in enumerate(entries):
+        if pos in replaced:
+            out += replaced[pos]
+        elif pos in taken:
+            j, k = refs[pos]
+            if k is None and taken[pos] < len(_parts_of(mb[j])):
+                out.append(e)  # an inserted message that also brings parts of its own
+        else:
+            out.append(e)
+    return out
 
 
 def _dot(path: str) -> str:

@@ -286,3 +286,48 @@ def test_the_rerun_shape_is_answered_without_deepdiff(monkeypatch: Any) -> None:
     assert _differ._changes("response", a, b) == [_differ.Change("response.parts[1].content", "changed", "s", "s (revised)")]
     assert _differ._changes("", {"k": 1, "response": a}, {"k": 1, "response": b}) == [
         _differ.Change("response.parts[1].content", "changed", "s", "s (revised)")]
+
+
+def _parts_cassette(requests: list[list[list[str]]]) -> Cassette:
+    """Each request a list of messages, each message a list of user-prompt texts (its parts)."""
+    b = CassetteBuilder(Header(scenario_id="unit/d", harness_version="0.62.0", roles={"main": "scenarios.x"}))
+    for i, msgs in enumerate(requests):
+        body = [
+            {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": t} for t in texts]} if texts[0][0] == "U"
+            else {"kind": "response", "parts": [{"part_kind": "text", "content": t} for t in texts]}
+            for texts in msgs
+        ]
+        resp = b.message({"kind": "response", "parts": [{"part_kind": "text", "content": "r"}]})
+        b.cassette.exchanges.append(Exchange(seq=i, role="main", index=i, kind="request", messages=b.messages(body), response=resp))
+    b.cassette.outcome = Outcome(status="ok", output="ok")
+    return b.cassette
+
+
+def test_a_prompt_merged_into_another_message_is_moved_not_lost() -> None:
+    """A sliding window that drops an answer merges the user prompts around it into one request
+    message: U2 is still sent, only in another message, so it is neither lost nor gained."""
+    from replay.reporter import diff_lines
+
+    a = _parts_cassette([[["U0 hello"], ["A fine"], ["U2 there"], ["A fine"], ["U3 more"]]])
+    b = _parts_cassette([[["U0 hello", "U2 there"], ["A fine"], ["U3 more"]]])
+    (req,) = diff(a, b).requests
+    assert req.lost == ["A fine"] and req.gained == []
+    assert ("moved", "messages[2→0].parts[0→1]", "U2 there") in [(e.kind, e.path, e.label) for e in req.entries]
+    lines = diff_lines(diff(a, b))
+    assert "  ~ moved messages[2→0].parts[0→1]: U2 there" in lines
+    assert not [ln for ln in lines if "U2 there" in ln and ("removed" in ln or "inserted" in ln)]
+
+
+def test_a_part_moved_out_of_a_message_that_keeps_others_is_moved() -> None:
+    a = _parts_cassette([[["U0 hello", "U2 there"], ["A fine"], ["U3 more"]]])
+    b = _parts_cassette([[["U0 hello"], ["A fine"], ["U3 more", "U2 there"]]])
+    (req,) = diff(a, b).requests
+    assert req.lost == [] and req.gained == []
+    assert [(e.kind, e.path) for e in req.entries if e.kind != "changed"] == [("moved", "messages[0→2].parts[1]")]
+
+
+def test_a_removed_message_only_partly_found_elsewhere_is_still_lost() -> None:
+    a = _parts_cassette([[["U0 hello"], ["A fine"], ["U2 there", "U9 gone"], ["A fine"], ["U3 more"]]])
+    b = _parts_cassette([[["U0 hello", "U2 there"], ["A fine"], ["U3 more"]]])
+    (req,) = diff(a, b).requests
+    assert "U2 there U9 gone" in " ".join(req.lost) or any("U9 gone" in x for x in req.lost)
