@@ -159,6 +159,8 @@ def _jsonable(value: Any) -> Any:
 
 
 _REGISTRY: dict[str, Scenario] = {}
+_BY_PATH: dict[Path, dict[str, Scenario]] = {}
+"""What each file registered: two files of one id both keep theirs here (the registry holds one)."""
 
 
 def _source_hash(func: Callable[..., Any], scenario_id: str) -> str:
@@ -231,15 +233,29 @@ def scenario(
 
         sid = check_id(scenario_id or f"{_module_stem(func)}/{func.__name__}")  # it names a file: safe path only
         file = inspect.getsourcefile(func)
-        _REGISTRY[sid] = Scenario(
+        path = Path(file).resolve() if file else None
+        known = _REGISTRY.get(sid)
+        if (
+            known is not None
+            and known.func.__module__.startswith("replay_scenarios.")
+            and func.__module__.startswith("replay_scenarios.")
+            and known.func.__module__ == func.__module__
+            and known.func.__qualname__ != func.__qualname__
+        ):
+            # Two scenarios of one id in one file (a copied scenario whose id was not renamed): the later one
+            # silently replaced the other, which was then never recorded nor replayed. Across files: discover().
+            raise ReplayUsageError(f"@scenario id {sid!r} is declared twice: by {known.func.__qualname__} and by {func.__qualname__}")
+        _REGISTRY[sid] = registered = Scenario(
             id=sid,
             func=func,
-            path=Path(file).resolve() if file else None,
+            path=path,
             doc=inspect.getdoc(func) or inspect.getdoc(sys.modules.get(func.__module__)) or "",
             source_hash=_source_hash(func, sid),
             on_exhausted=on_exhausted,
             expect_error=expected,
         )
+        if path is not None:
+            _BY_PATH.setdefault(path, {})[sid] = registered
         func.__replay_scenario_id__ = sid  # type: ignore[attr-defined]
         return func
 
@@ -307,6 +323,7 @@ def _import_file(path: Path, root: Path | None = None) -> list[Scenario]:
     if name not in sys.modules:
         for sid in [sid for sid, s in _REGISTRY.items() if s.path == path]:
             del _REGISTRY[sid]
+        _BY_PATH.pop(path, None)
         spec = importlib.util.spec_from_file_location(name, path, loader=_SourceOnly(name, str(path), source))
         if spec is None or spec.loader is None:
             raise ReplayUsageError(f"{path}: not a Python file")
@@ -316,8 +333,11 @@ def _import_file(path: Path, root: Path | None = None) -> list[Scenario]:
             spec.loader.exec_module(module)
         except Exception as exc:
             del sys.modules[name]
+            for sid in [sid for sid, s in _REGISTRY.items() if s.path == path]:
+                del _REGISTRY[sid]  # what registered before the failure: the file's scenarios are all errors
+            _BY_PATH.pop(path, None)
             raise ReplayUsageError(f"{path}: failed to import: {type(exc).__name__}: {exc}") from None
-    return sorted((s for s in _REGISTRY.values() if s.path == path), key=lambda s: s.id)
+    return sorted(_BY_PATH.get(path, {}).values(), key=lambda s: s.id)
 
 
 class _SourceOnly(importlib.machinery.SourceFileLoader):
@@ -428,11 +448,24 @@ def discover(
     chosen: dict[str, Scenario] = {}
     failed: dict[Path, str] = {}
 
+    seen: dict[str, Scenario] = {}
+
     def load(file: Path, target: str | None) -> list[Scenario]:
         file = file.resolve()
         if file not in failed:
             try:
-                return _import_file(file, default_dir)
+                found = _import_file(file, default_dir)
+                for s in found:
+                    other = seen.get(s.id)
+                    if other is not None and other.path != s.path:
+                        # the later file's registration replaced the earlier one's: one of them never ran
+                        _REGISTRY[s.id] = other
+                        raise ReplayUsageError(
+                            f"{file}: @scenario id {s.id!r} is declared twice: by {other.func.__qualname__} in "
+                            f"{other.path} and by {s.func.__qualname__} in {s.path}"
+                        )
+                seen.update((s.id, s) for s in found)
+                return found
             except ReplayUsageError as exc:
                 if failures is None:
                     raise

@@ -123,3 +123,24 @@ def test_a_scenario_rewritten_within_a_second_to_the_same_size_runs_its_new_code
     (second,) = discover([str(path)])
     assert asyncio.run(execute_async(second, Session())).outcome.output == "two"
     assert not list(tmp_path.rglob("*.pyc"))
+
+
+def test_two_scenarios_of_one_id_are_an_import_error_not_one_silently_dropped(tmp_path: Path) -> None:
+    """A copied scenario whose id was not renamed replaced the first one: it was never recorded nor run."""
+    home = tmp_path / "scenarios"
+    body = "from replay import Run, scenario\n\n@scenario('dupid/x')\nasync def {0}(run: Run) -> None: ...\n"
+    _write(home, "one.py", body.format("first") + "\n" + body.format("second").split("\n", 2)[2])
+    failures: list[ImportFailure] = []
+    assert discover(["dupid/"], home, failures) == []
+    [failure] = failures
+    assert "@scenario id 'dupid/x' is declared twice: by first and by second" in failure.reason
+    _write(home, "one.py", body.format("first"))
+    _write(home, "two.py", body.format("again"))
+    failures.clear()
+    found = discover([str(home)], home, failures)
+    assert [s.func.__name__ for s in found] == ["first"]
+    [failure] = failures
+    assert failure.path == (home / "two.py").resolve() and failure.ids == ("dupid/x",)
+    assert f"declared twice: by first in {(home / 'one.py').resolve()} and by again in {(home / 'two.py').resolve()}" in failure.reason
+    with pytest.raises(ReplayUsageError, match="declared twice"):
+        discover([str(home)], home)
