@@ -15,6 +15,7 @@ import contextlib
 import fnmatch
 import functools
 import hashlib
+import json
 import re
 import threading
 from collections.abc import Collection, Iterable
@@ -157,6 +158,44 @@ _DATA_CONTENT = frozenset({"tool-return", "builtin-tool-return", "retry-prompt"}
 back (with the ``input`` the model gave, ``0`` and ``None`` included)."""
 
 
+def _args_object(text: str) -> Any:
+    """A tool call's arguments held as JSON text, as the object they spell.
+
+    pydantic-ai keeps a streamed call's arguments as the text that arrived and a whole response's
+    as a dict (``ToolCallPart.args_as_dict()`` reads both alike), so one call recorded both ways
+    differed only in how it was held: a ``changed`` that printed the same value on both sides.
+    Text that is not one JSON object (a stream cut mid-way) stays text. What a provider is sent
+    is compared byte for byte at the wire level, not here.
+    """
+    if text[:1] != "{":
+        return text
+    try:
+        parsed = json.loads(text, parse_constant=_no_constant)  # NaN would differ from itself
+    except (ValueError, RecursionError):  # and an integer past Python's 4,300 digits
+        return text
+    return parsed if type(parsed) is dict and _shallow(parsed) else text
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(name)
+
+
+_ARGS_DEPTH = 32
+"""Deepest arguments read as an object: the loader bounded this text as one string, and the stages after
+the normaliser walk values recursively (see ``max_depth``); deeper arguments are compared as text."""
+
+
+def _shallow(value: Any) -> bool:
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > _ARGS_DEPTH:
+            return False
+        children = item.values() if type(item) is dict else item if type(item) is list else ()
+        stack.extend((child, depth + 1) for child in children if type(child) in (dict, list))
+    return True
+
+
 class Normaliser:
     """Normalises the values of one cassette (one instance per cassette: aliases are per cassette).
 
@@ -230,6 +269,8 @@ class Normaliser:
             if drop:
                 continue
             if key in _DATA_FIELDS or (key == "content" and type(kind_of := value.get("part_kind")) is str and kind_of in _DATA_CONTENT):
+                if key == "args" and type(item) is str:
+                    item = _args_object(item)
                 out[key] = self.value(item)  # the user's own value, whole: its 0, False and None are values
                 continue
             if item is None or item is False:

@@ -331,3 +331,22 @@ def test_a_removed_message_only_partly_found_elsewhere_is_still_lost() -> None:
     b = _parts_cassette([[["U0 hello", "U2 there"], ["A fine"], ["U3 more"]]])
     (req,) = diff(a, b).requests
     assert "U2 there U9 gone" in " ".join(req.lost) or any("U9 gone" in x for x in req.lost)
+
+
+def test_one_tool_call_held_as_text_and_as_a_dict_is_the_same_request() -> None:
+    """Regression: one side streamed (pydantic-ai keeps the arguments' text), the other did not (a dict):
+    `changed`, with `args: {"a": 1, "b": 2} → {"a": 1, "b": 2}`."""
+
+    def one(args: Any) -> Cassette:
+        b = CassetteBuilder(Header(scenario_id="unit/d", harness_version="0.62.0", roles={"main": "scenarios.x"}))
+        msgs = [{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "add"}]},
+                {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "add", "args": args, "tool_call_id": "c1"}]},
+                {"kind": "request", "parts": [{"part_kind": "tool-return", "tool_name": "add", "content": 3, "tool_call_id": "c1"}]}]
+        resp = b.message({"kind": "response", "parts": [{"part_kind": "text", "content": "3"}]})
+        b.cassette.exchanges.append(Exchange(seq=0, role="main", index=0, kind="request", messages=b.messages(msgs), response=resp))
+        b.cassette.outcome = Outcome(status="ok", output="3")
+        return b.cassette
+
+    assert not diff(one('{"a":1,"b":2}'), one({"a": 1, "b": 2})).changed
+    d = diff(one('{"a":1,"b":2}'), one({"a": 1, "b": 5}))
+    assert d.changed and [c.path for r in d.requests for c in r.changes] == ["main[0].messages[1].parts[0].args.b"]

@@ -351,3 +351,19 @@ def test_a_hostile_part_kind_is_no_crash() -> None:
     got = n.root({"kind": "request", "parts": [{"part_kind": {"x": 1}, "content": 0}]}, "message")
     assert got == {"kind": "request", "parts": [{"part_kind": {"x": 1}}]}
     assert n.value({1: "a", "_p": None, "b": 0}) == {1: "a", "b": 0}
+
+
+def test_tool_arguments_held_as_json_text_are_the_object_they_spell() -> None:
+    """Regression: a streamed call keeps its arguments as the text that arrived, a whole response's as a
+    dict; one call recorded both ways was `changed`, printed `{"a": 1, "b": 2} → {"a": 1, "b": 2}`."""
+    call = {"part_kind": "tool-call", "tool_name": "add", "tool_call_id": "c1"}
+    as_text = Normaliser().value({**call, "args": '{"b": 2,  "a": 1}'}, ANY_CLASS)
+    assert as_text == Normaliser().value({**call, "args": {"a": 1, "b": 2}}, ANY_CLASS)
+    assert as_text["args"] == {"a": 1, "b": 2}
+
+
+def test_tool_arguments_that_are_not_one_json_object_stay_text() -> None:
+    deep = "{" + '"a":{' * 40 + "}" * 41
+    for text in ['{"a": 1', "[1, 2]", "", '{"a": NaN}', '{"a": ' + "9" * 5000 + "}", deep, "plain words"]:
+        got = Normaliser().value({"part_kind": "tool-call", "tool_name": "t", "args": text}, ANY_CLASS)
+        assert got.get("args", "") == text, text
