@@ -117,21 +117,23 @@ def replay_cassette(request: pytest.FixtureRequest, replay_cassette_dir: Path) -
     from .normaliser import Rules
 
     tally = item.config.stash[_TALLY]
-    # the marker's own policy, else [tool.replay] on-exhausted, as `replay run` reads it
-    on_exhausted = (marker.kwargs.get("on_exhausted") if marker else None) or tally.config(item.config.rootpath).on_exhausted
     path = replay_cassette_dir / f"{_name(item)}.cassette"
     error: ReplayError | None = None
     try:
+        # a bad [tool.replay] is one line naming pyproject.toml, as the CLI prints it (not config.py's traceback)
+        project = tally.config(item.config.rootpath)
+        # the marker's own policy, else [tool.replay] on-exhausted, as `replay run` reads it
+        on_exhausted = (marker.kwargs.get("on_exhausted") if marker else None) or project.on_exhausted
         test = TestCassette(
             item.nodeid,
             path,
             tally.mode,
             mode_is_default=item.config.getoption("replay_mode") is None,
             on_exhausted=cast("OnExhausted", on_exhausted),
-            rules=Rules.of(tally.config(item.config.rootpath).ignore),
-            allow_hosts=tally.config(item.config.rootpath).allow_hosts,
+            rules=Rules.of(project.ignore),
+            allow_hosts=project.allow_hosts,
             accept=bool(item.config.getoption("replay_accept")),
-            limits=limits(tally.config(item.config.rootpath)),
+            limits=limits(project),
         )
     except ReplayError as exc:
         error = exc

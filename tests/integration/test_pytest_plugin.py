@@ -1034,3 +1034,16 @@ def test_the_plugin_writes_and_reads_with_the_projects_loader_limits(
     replayed = run(pytester, monkeypatch, CI="1")
     replayed.assert_outcomes(passed=1)
     assert "0 recorded, 1 replayed, 0 changed" in output(replayed)
+
+
+@pytest.mark.parametrize("setting", ['ignore = 5', 'on-exhausted = "bogus"', 'max-depth = "x"'])
+def test_a_bad_tool_replay_setting_is_one_line_naming_pyproject(
+    agent_test: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, setting: str
+) -> None:
+    """A bad ``[tool.replay]`` value errored every marked test with config.py's traceback, not the CLI's one line."""
+    agent_test.makepyprojecttoml(f"[tool.replay]\n{setting}\n")
+    result = run(agent_test, monkeypatch, "-k", "compacts", "-rN", CI="1")
+    result.assert_outcomes(errors=1, deselected=3)
+    text = output(result)
+    assert any(line.startswith("harness-replay: ") and "pyproject.toml: [tool.replay] " in line for line in text.splitlines()), text
+    assert "config.py" not in text and "raise ReplayUsageError" not in text
