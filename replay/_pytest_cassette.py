@@ -100,7 +100,13 @@ class TestCassette:
             self.recorded = load(self.path, self.limits) if exists else Cassette()
             policy: OnExhausted = "fake" if self.action == "append" else self.on_exhausted
             self.source = _TestSource(self.recorded, policy, self)
-        header = base_header(scenario_id=scenario_id(self.nodeid), mode="record" if self.action == "record" else "replay")
+        # The ids a test's capabilities generate are seeded by the scenario id its recording holds, not by the
+        # node id of this run: that one changes with pytest's rootdir (a monorepo's root vs the package) and with
+        # a renamed test that keeps its cassette by the marker's name, and every spill handle with it.
+        recorded_id = self.recorded.header.scenario_id if self.recorded is not None else None
+        header = base_header(
+            scenario_id=recorded_id or scenario_id(self.nodeid), mode="record" if self.action == "record" else "replay"
+        )
         self.session = Session(header, self.source)
 
     @contextmanager

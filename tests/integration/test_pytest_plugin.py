@@ -1047,3 +1047,16 @@ def test_a_bad_tool_replay_setting_is_one_line_naming_pyproject(
     text = output(result)
     assert any(line.startswith("harness-replay: ") and "pyproject.toml: [tool.replay] " in line for line in text.splitlines()), text
     assert "config.py" not in text and "raise ReplayUsageError" not in text
+
+
+def test_a_tests_ids_do_not_depend_on_pytests_rootdir(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ids were seeded by the node id of the run, which changes with the rootdir: recorded from a package
+    (`test_spill.py::test_spill`), replayed from the monorepo's root (`pkg/test_spill.py::test_spill`), the
+    spill handle changed and the test failed as `changed` on an unchanged harness."""
+    pkg = pytester.mkpydir("pkg")
+    (pkg / "test_spill.py").write_text(SPILL_TEST)
+    run(pytester, monkeypatch, "pkg", f"--rootdir={pkg}", CI="").assert_outcomes(passed=1)
+    assert load(pkg / "cassettes/test_spill/test_spill.cassette").header.scenario_id == "test_spill.py::test_spill"
+    again = run(pytester, monkeypatch, "pkg", f"--rootdir={pytester.path}", CI="1")
+    again.assert_outcomes(passed=1)
+    assert "cassettes 0 recorded, 1 replayed, 0 changed" in output(again)
