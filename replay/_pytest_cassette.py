@@ -162,8 +162,12 @@ class TestCassette:
 
     @property
     def extra_ok(self) -> bool:
-        """Appending (mode new) or an explicit ``on_exhausted="repeat"`` asks for requests beyond the recording."""
-        return self.action == "append" or self.on_exhausted != "fail"
+        """Appending (mode new) asks for requests beyond the recording.
+
+        ``on_exhausted="repeat"``/``"fake"`` does not: it only decides how the run goes on past the recording,
+        and the extra request is still a change, as ``replay run`` reports it under the same policy (a test
+        passed as replayed while the harness made more model calls than recorded)."""
+        return self.action == "append"
 
     def compare(self) -> Diff:
         """The replay against the recording, with divergences and new invariant violations, like ``replay diff``."""

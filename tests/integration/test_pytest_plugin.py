@@ -1060,3 +1060,34 @@ def test_a_tests_ids_do_not_depend_on_pytests_rootdir(pytester: pytest.Pytester,
     again = run(pytester, monkeypatch, "pkg", f"--rootdir={pytester.path}", CI="1")
     again.assert_outcomes(passed=1)
     assert "cassettes 0 recorded, 1 replayed, 0 changed" in output(again)
+
+
+@pytest.mark.parametrize("policy", ["marker", "project"])
+def test_a_request_beyond_the_recording_is_a_change_under_repeat_as_in_replay_run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, policy: str
+) -> None:
+    """`on_exhausted="repeat"` (the marker's or `[tool.replay]`'s) passed a test whose harness made more model
+    calls than recorded as `replayed, 0 changed`, where `replay run` under the same policy reports CHANGED."""
+    marker = '@pytest.mark.replay(on_exhausted="repeat")' if policy == "marker" else "@pytest.mark.replay"
+    if policy == "project":
+        pytester.makepyprojecttoml('[tool.replay]\non-exhausted = "repeat"\n')
+    pytester.makepyfile(test_turns=f'''
+import os
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, TextPart
+from pydantic_ai.models.function import FunctionModel
+
+
+{marker}
+def test_turns():
+    agent, history = Agent(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("ok")]))), []
+    for turn in range(int(os.environ["TURNS"])):
+        history = agent.run_sync(f"turn {{turn}}", message_history=history).all_messages()
+''')
+    run(pytester, monkeypatch, CI="", TURNS="2").assert_outcomes(passed=1)
+    more = run(pytester, monkeypatch, CI="1", TURNS="3")
+    more.assert_outcomes(failed=1)
+    text = output(more)
+    assert "divergence: main[2]: request #3 of role 'main', but the cassette holds 2 (repeated the last)" in text
+    assert "requests per role: main 2→3" in text and "0 replayed, 1 changed" in text
