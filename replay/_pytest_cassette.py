@@ -254,6 +254,8 @@ class TestCassette:
             if self.accept:
                 why = f"the replay diverged ({d.notes[0]})" if d.notes else "the test failed"
                 tail = f"not accepted: {why}; re-record it with --replay-mode=all"
+            elif d.notes:  # --replay-accept refuses a diverged replay: pointing at it only sent the user round once more
+                tail = "the replay diverged, which --replay-accept cannot take; if the change is intended, re-record it with --replay-mode=all"
             else:
                 tail = "if the change is intended, accept it with --replay-accept (or re-record with --replay-mode=all)"
             return "changed", [head, *body, visible(tail)]

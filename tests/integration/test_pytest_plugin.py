@@ -136,7 +136,9 @@ def test_a_changed_parameter_fails_with_the_replay_diff(agent_test: pytest.Pytes
     assert "test test_agent.py::test_compacts sent different model requests than cassettes/test_agent/test_compacts.cassette holds" in text
     assert "requests per role: main 2" in text
     assert "main[0] changed, messages 3→1" in text
-    assert "if the change is intended, accept it with --replay-accept (or re-record with --replay-mode=all)" in text
+    # one summarizer call fewer: a divergence, which --replay-accept refuses, so the hint is to re-record
+    assert "divergence: summarizing_compaction[1]: recorded request #2 was never made" in text
+    assert "the replay diverged, which --replay-accept cannot take; if the change is intended, re-record it with --replay-mode=all" in text
     assert "--format" not in text  # an option pytest has not got
     assert "0 replayed, 1 changed" in text
     assert "the main model was called" not in text
@@ -1091,3 +1093,19 @@ def test_turns():
     text = output(more)
     assert "divergence: main[2]: request #3 of role 'main', but the cassette holds 2 (repeated the last)" in text
     assert "requests per role: main 2→3" in text and "0 replayed, 1 changed" in text
+
+
+def test_a_diverged_replay_does_not_point_at_replay_accept(agent_test: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replay that made fewer calls than recorded said `accept it with --replay-accept`, which then refused it."""
+    run(agent_test, monkeypatch, "-k", "compacts", TURNS="2").assert_outcomes(passed=1, deselected=3)
+    fewer = run(agent_test, monkeypatch, "-k", "compacts", CI="1", TURNS="1", BROKEN="1")
+    fewer.assert_outcomes(failed=1, deselected=3)
+    text = output(fewer)
+    assert "was never made" in text
+    assert "--replay-accept cannot take; if the change is intended, re-record it with --replay-mode=all" in text
+    assert "accept it with --replay-accept" not in text
+    agent_test.makepyfile(test_accept=ACCEPT_TEST)
+    run(agent_test, monkeypatch, "test_accept.py").assert_outcomes(passed=1)
+    edited = run(agent_test, monkeypatch, "test_accept.py", CI="1", PROMPT="bye", BROKEN="1")
+    edited.assert_outcomes(failed=1)  # the same calls, one prompt edited: that one --replay-accept takes
+    assert "if the change is intended, accept it with --replay-accept (or re-record with --replay-mode=all)" in output(edited)
