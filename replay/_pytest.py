@@ -8,6 +8,7 @@ deepdiff and rich only when a test actually uses one.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import os
 from collections import Counter
@@ -135,6 +136,10 @@ class Tally:
     used: set[Path] = field(default_factory=set)
     """Paths tests actually used (covers an overridden ``replay_cassette_dir``)."""
     dirs: set[Path] = field(default_factory=set)
+    roots: set[Path] = field(default_factory=set)
+    """The ``cassettes/`` folder beside every collected test file: where a deleted module's folder is left behind."""
+    module_patterns: tuple[str, ...] = ("test_*.py",)
+    """pytest's ``python_files``: a folder below a root named like a test module that no longer exists is stale."""
     orphans: list[Path] = field(default_factory=list)
     accepted: list[str] = field(default_factory=list)
     """One line per cassette ``--replay-accept`` replaced, printed in the terminal summary."""
@@ -162,6 +167,7 @@ class Tally:
         if directory is None:
             directory = self._resolved[test_file] = default_dir(test_file).resolve()
         self.dirs.add(directory)
+        self.roots.add(directory.parent)
         self.expected.add(directory / f"{name}{SUFFIX}")
 
     def announce_real_call(self, config: Any, nodeid: str, models: list[str], path: str, appended: bool = False) -> None:
@@ -185,10 +191,29 @@ class Tally:
 
     def find_orphans(self) -> list[Path]:
         known = self.expected | self.used
+        dirs = self.dirs | self._stale_module_dirs()
         self.orphans = sorted(
-            p for d in self.dirs if d.is_dir() for p in d.glob(f"*{SUFFIX}") if p.resolve() not in known
+            p for d in dirs if d.is_dir() for p in d.glob(f"*{SUFFIX}") if p.resolve() not in known
         )
         return self.orphans
+
+    def _stale_module_dirs(self) -> set[Path]:
+        """``cassettes/<module>/`` folders of test modules deleted or renamed: no test of theirs is ever collected
+        again, so looking only in collected modules' folders never reported them. A folder counts when it is named
+        as ``python_files`` names a test module and that module is not beside ``cassettes/`` (a module that exists
+        but was not collected, ``pytest tests/test_a.py``, keeps its cassettes)."""
+        stale: set[Path] = set()
+        for root in self.roots:
+            try:
+                subs = [d for d in root.iterdir() if d.is_dir()] if root.is_dir() else []
+            except OSError:
+                continue
+            for sub in subs:
+                module = f"{sub.name}.py"
+                if sub not in self.dirs and any(fnmatch.fnmatch(module, pat) for pat in self.module_patterns) \
+                        and not (root.parent / module).exists():
+                    stale.add(sub)
+        return stale
 
     def to_worker_output(self) -> dict[str, object]:
         """What a pytest-xdist worker hands the controller (plain data: it crosses a process)."""
@@ -197,6 +222,7 @@ class Tally:
             "expected": sorted(map(str, self.expected)),
             "used": sorted(map(str, self.used)),
             "dirs": sorted(map(str, self.dirs)),
+            "roots": sorted(map(str, self.roots)),
             "accepted": list(self.accepted),
         }
 
@@ -205,7 +231,7 @@ class Tally:
         statuses = data.get("statuses")
         if isinstance(statuses, dict):
             self.statuses.update({str(k): int(v) for k, v in statuses.items()})
-        for name, target in (("expected", self.expected), ("used", self.used), ("dirs", self.dirs)):
+        for name, target in (("expected", self.expected), ("used", self.used), ("dirs", self.dirs), ("roots", self.roots)):
             paths = data.get(name)
             if isinstance(paths, list):
                 target.update(Path(p) for p in paths)

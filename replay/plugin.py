@@ -71,7 +71,10 @@ def pytest_configure(config: pytest.Config) -> None:
         "replay(name=None, *, on_exhausted='fail'): record the test's model traffic into a cassette, replay and compare it",
     )
     option = config.getoption("replay_mode")
-    config.stash[_TALLY] = Tally(canonical_mode(option) if option else default_mode())
+    config.stash[_TALLY] = Tally(
+        canonical_mode(option) if option else default_mode(),
+        module_patterns=tuple(str(p) for p in config.getini("python_files")),
+    )
 
 
 @pytest.hookimpl(wrapper=True)

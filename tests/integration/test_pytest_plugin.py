@@ -1109,3 +1109,22 @@ def test_a_diverged_replay_does_not_point_at_replay_accept(agent_test: pytest.Py
     edited = run(agent_test, monkeypatch, "test_accept.py", CI="1", PROMPT="bye", BROKEN="1")
     edited.assert_outcomes(failed=1)  # the same calls, one prompt edited: that one --replay-accept takes
     assert "if the change is intended, accept it with --replay-accept (or re-record with --replay-mode=all)" in output(edited)
+
+
+def test_the_cassettes_of_a_deleted_test_module_are_unused(agent_test: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the folders of collected modules were looked in: a deleted or renamed test file's cassettes stayed
+    forever, never reported, where the cassettes of a deleted test function were."""
+    agent_test.makepyfile(test_accept=ACCEPT_TEST, test_other=ACCEPT_TEST)
+    run(agent_test, monkeypatch).assert_outcomes(passed=6)
+    (agent_test.path / "test_accept.py").unlink()
+
+    failed = run(agent_test, monkeypatch, "--replay-unused=fail", CI="1")
+    assert failed.ret == pytest.ExitCode.TESTS_FAILED
+    failed.stdout.fnmatch_lines(
+        ["harness-replay: 1 unused cassette(s), no collected test uses them (--replay-unused=fail)",
+         "  cassettes/test_accept/test_prompt.cassette"]
+    )
+    # a module that is there but not collected this time keeps its cassettes
+    one_file = run(agent_test, monkeypatch, "test_agent.py", "--replay-unused=fail", CI="1")
+    assert "test_other" not in output(one_file)
+    assert "cassettes/test_accept/test_prompt.cassette" in output(one_file)

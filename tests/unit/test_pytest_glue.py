@@ -137,3 +137,17 @@ def test_the_note_on_a_real_model_call_says_what_the_mode_does() -> None:
     assert lines == ["harness-replay: t.py::test_a called openai:gpt-4o-mini to append to cassettes/t/test_a.cassette "
                      "(--replay-mode=new records missing cassettes and appends the requests a cassette lacks with the "
                      "test's own models; --replay-mode=none, the default when CI is set, never calls one)"]
+
+
+def test_a_deleted_modules_folder_is_found_through_a_workers_tally(tmp_path: Path) -> None:
+    """Under pytest-xdist the controller collects nothing: the cassettes folders it looks in come from the workers."""
+    (tmp_path / "test_kept.py").write_text("")
+    for module in ("test_kept", "test_gone", "shared"):
+        (tmp_path / "cassettes" / module).mkdir(parents=True)
+        (tmp_path / "cassettes" / module / "test_x.cassette").write_bytes(b"")
+    worker = Tally("none")
+    worker.expect(tmp_path / "test_kept.py", "test_x")
+    controller = Tally("none")
+    controller.merge(worker.to_worker_output())
+    # test_gone.py is no more; `shared` is named like no test module (an overridden replay_cassette_dir, say)
+    assert controller.find_orphans() == [tmp_path.resolve() / "cassettes" / "test_gone" / "test_x.cassette"]
