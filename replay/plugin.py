@@ -11,6 +11,7 @@ name ``replay``, and pytest silently keeps one plugin per name.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -115,6 +116,11 @@ def replay_cassette(request: pytest.FixtureRequest, replay_cassette_dir: Path) -
     problem = _marker_problem(marker) if marker else None
     if problem:
         pytest.fail(f"@pytest.mark.replay: {problem}", pytrace=False)
+    # an override may return text, as pytest-recording's vcr_cassette_dir does (os.path.join)
+    if not isinstance(replay_cassette_dir, (str, os.PathLike)):
+        pytest.fail(f"replay_cassette_dir: {replay_cassette_dir!r} is {type(replay_cassette_dir).__name__}; "
+                    "it returns a folder path (str or pathlib.Path)", pytrace=False)
+    replay_cassette_dir = Path(replay_cassette_dir)
     from ._pytest_cassette import TestCassette  # heavy: only for tests that use a cassette
     from .config import limits
     from .normaliser import Rules

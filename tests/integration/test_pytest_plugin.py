@@ -1128,3 +1128,25 @@ def test_the_cassettes_of_a_deleted_test_module_are_unused(agent_test: pytest.Py
     one_file = run(agent_test, monkeypatch, "test_agent.py", "--replay-unused=fail", CI="1")
     assert "test_other" not in output(one_file)
     assert "cassettes/test_accept/test_prompt.cassette" in output(one_file)
+
+
+def test_replay_cassette_dir_may_return_text_as_vcr_cassette_dir_does(agent_test: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An override written as pytest-recording's `vcr_cassette_dir` (`os.path.join(...)`, a str) errored every
+    marked test with `TypeError: unsupported operand type(s) for /: 'str' and 'str'`."""
+    agent_test.makeconftest('''
+import os
+import pytest
+
+@pytest.fixture
+def replay_cassette_dir(request):
+    if os.environ.get("DIR_IS_NUMBER"):
+        return 5
+    return os.path.join(os.path.dirname(str(request.node.fspath)), "my_cassettes")
+''')
+    run(agent_test, monkeypatch, "-k", "named").assert_outcomes(passed=1, deselected=3)
+    assert (agent_test.path / "my_cassettes" / "shared-name.cassette").is_file()
+    run(agent_test, monkeypatch, "-k", "named", CI="1", BROKEN="1").assert_outcomes(passed=1, deselected=3)
+    bad = run(agent_test, monkeypatch, "-k", "named", "-rN", CI="1", DIR_IS_NUMBER="1")
+    bad.assert_outcomes(errors=1, deselected=3)
+    assert "replay_cassette_dir: 5 is int; it returns a folder path (str or pathlib.Path)" in output(bad).splitlines()
+    assert "TypeError" not in output(bad)
