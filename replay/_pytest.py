@@ -29,7 +29,7 @@ ALIASES: dict[str, Mode] = {"new_episodes": "new"}
 """pytest-recording's (and VCR.py's) spelling, so its users' habits work here."""
 MODES: tuple[str, ...] = (*get_args(Mode), *ALIASES)
 Action = Literal["record", "replay", "append"]
-Status = Literal["recorded", "replayed", "appended", "accepted", "changed", "unrecorded", "unsaved", "empty"]
+Status = Literal["recorded", "replayed", "appended", "accepted", "changed", "unrecorded", "unsaved", "empty", "removed"]
 ON_EXHAUSTED: tuple[str, ...] = ("fail", "repeat", "fake")  # replay.replayer.OnExhausted
 _FALSE = frozenset({"", "0", "false", "no", "off", "n", "f"})
 
@@ -242,8 +242,8 @@ class Tally:
     def summary(self) -> str | None:
         if not self.statuses:
             return None
-        words = {"unsaved": "not saved (test failed)", "empty": "not written (no model call)"}
-        order = ("recorded", "appended", "replayed", "accepted", "changed", "unrecorded", "unsaved", "empty")
+        words = {"unsaved": "not saved (test failed)", "empty": "not written (no model call)", "removed": "removed (no model call)"}
+        order = ("recorded", "appended", "replayed", "accepted", "changed", "unrecorded", "unsaved", "empty", "removed")
         parts = [f"{self.statuses[s]} {words.get(s, s)}" for s in order if self.statuses[s] or s in ("recorded", "replayed", "changed")]
         real = f" ({self.statuses['real']} called a real model)" if self.statuses["real"] else ""
         return f"harness-replay (--replay-mode={self.mode}): cassettes " + ", ".join(parts) + real

@@ -1150,3 +1150,34 @@ def replay_cassette_dir(request):
     bad.assert_outcomes(errors=1, deselected=3)
     assert "replay_cassette_dir: 5 is int; it returns a folder path (str or pathlib.Path)" in output(bad).splitlines()
     assert "TypeError" not in output(bad)
+
+
+def test_re_recording_a_test_that_calls_no_model_any_more_removes_its_cassette(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The failure of a test that stopped calling its model says to re-record with --replay-mode=all, which wrote
+    nothing and left the old cassette, so the next replay failed the same way: round and round."""
+    pytester.makepyfile(test_maybe='''
+import os
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, TextPart
+from pydantic_ai.models.function import FunctionModel
+
+
+@pytest.mark.replay
+def test_maybe():
+    if os.environ.get("CALL"):
+        Agent(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("x")]))).run_sync("hi")
+''')
+    run(pytester, monkeypatch, CI="", CALL="1").assert_outcomes(passed=1)
+    path = pytester.path / "cassettes/test_maybe/test_maybe.cassette"
+    assert path.is_file()
+    stale = run(pytester, monkeypatch, CI="1", CALL="")
+    stale.assert_outcomes(failed=1)
+    assert "re-record it with --replay-mode=all" in output(stale)
+    again = run(pytester, monkeypatch, "--replay-mode=all", CI="", CALL="")
+    again.assert_outcomes(passed=1)
+    assert "1 removed (no model call)" in output(again)
+    assert not path.exists()
+    run(pytester, monkeypatch, CI="1", CALL="").assert_outcomes(passed=1)
