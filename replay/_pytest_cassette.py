@@ -17,7 +17,7 @@ from ._interception import Call, session_scope
 from ._pytest import Action, Mode, Status, scenario_id, shown
 from ._pytest_report import Paint, _plain, failure_lines
 from ._untrusted import id_problem, visible
-from .cassette import DEFAULT_LIMITS, Cassette, Exchange, Limits, load, save_readable
+from .cassette import DEFAULT_LIMITS, Cassette, Exchange, Limits, encode_readable, load, write_atomic
 from .differ import Diff, diff
 from .errors import CassetteError
 from .guard import NetworkGuard, network_guard
@@ -83,6 +83,9 @@ class TestCassette:
     refused: list[str] = field(init=False, default_factory=list)
     """Connections the network guard refused during the replay (their notes), set by :meth:`compare`."""
     real_models: list[str] = field(init=False, default_factory=list)
+    wrote: bool = field(init=False, default=False)
+    """Whether :meth:`finish` changed the file (saved, accepted, appended or removed it): :meth:`rollback` undoes that."""
+    _before: bytes | None = field(init=False, default=None, repr=False)
     """Provider models (not FunctionModel/TestModel) this run called to record: worth saying out loud."""
 
     def __post_init__(self) -> None:
@@ -194,6 +197,7 @@ class TestCassette:
                 # --replay-mode=all: the test calls no model any more, and the cassette it had would fail every replay
                 # with "recorded request #1 was never made" (and a re-record that left it there, round and round)
                 try:
+                    self._remember()
                     self.path.unlink()
                 except OSError as exc:
                     raise CassetteError(self.path, f"cannot write: {exc.strerror or exc}") from None
@@ -210,7 +214,34 @@ class TestCassette:
         problem = id_problem(cassette.header.scenario_id) if cassette.header.scenario_id is not None else None
         if problem is not None:
             raise CassetteError(self.path, f"cannot write: {problem}")
-        save_readable(cassette, self.path, self.limits)
+        data, _ = encode_readable(cassette, self.path, self.limits)
+        try:
+            self._remember()
+        except OSError as exc:
+            raise CassetteError(self.path, f"cannot read: {exc.strerror or exc}") from None
+        write_atomic(self.path, data)
+
+    def _remember(self) -> None:
+        """Keep what the file held before this test changed it, for :meth:`rollback`."""
+        if not self.wrote:
+            self._before = self.path.read_bytes() if self.path.is_file() else None
+            self.wrote = True
+
+    def rollback(self) -> None:
+        """Put the cassette back as it was before this test: its teardown failed after the body passed, and a
+        test that did not pass leaves no baseline (a fixture checking the agent's answer after the test)."""
+        if not self.wrote:
+            return
+        if self._before is None:
+            try:
+                self.path.unlink()
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise CassetteError(self.path, f"cannot write: {exc.strerror or exc}") from None
+        else:
+            write_atomic(self.path, self._before)
+        self.wrote = False
 
     def finish(self, passed: bool, *, verbosity: int = 0, paint: Paint = _plain) -> tuple[Status, list[str]]:
         """Save or compare once the test body is done; returns the status and, if the test must fail, why.

@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 _TALLY = pytest.StashKey[Tally]()
 _ACTIVE = pytest.StashKey["TestCassette"]()
 _HEADLINE = pytest.StashKey[str]()
+_WROTE = pytest.StashKey["tuple[TestCassette, str, str | None]"]()
+"""A test whose call changed its cassette: (the cassette, its status, its --replay-accept line), until its teardown passes."""
 _OWN_COLOUR = tuple(pytest.version_tuple[:2]) >= (8, 4)
 """Before 8.4 pytest highlights a ``pytrace=False`` failure message as Python code itself (and garbles ours)."""
 
@@ -186,6 +188,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
             if test.real_models:
                 tally.announce_real_call(item.config, item.nodeid, test.real_models, shown(test.path), test.action == "append")
             text = "\n".join(failure)
+            if test.wrote:  # a baseline only once the teardown passed too (see pytest_runtest_teardown)
+                item.stash[_WROTE] = (test, status, text if status == "accepted" else None)
             if status == "accepted":
                 tally.accepted.append(text)
             elif failure and (error is None or status == "unrecorded"):
@@ -195,6 +199,32 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
                 item.add_report_section("call", "harness-replay", text)
             elif error is not None and (note := test.scrubbed_note()) is not None:
                 item.add_report_section("call", "harness-replay", note)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
+    """A fixture's teardown that fails (a check of the agent's answer after the test) fails the test: the
+    cassette its body recorded, accepted or appended is put back as it was, as for a test failing in its body."""
+    wrote = item.stash.get(_WROTE, None)
+    if wrote is None:
+        return (yield)
+    del item.stash[_WROTE]
+    try:
+        return (yield)
+    except BaseException:
+        test, status, accepted = wrote
+        tally = item.config.stash[_TALLY]
+        note = f"harness-replay: {shown(test.path)} not saved: the test's teardown failed"
+        try:
+            test.rollback()
+        except ReplayError as exc:
+            note = f"harness-replay: {exc}"
+        tally.statuses[status] -= 1
+        tally.statuses["unsaved"] += 1
+        if accepted is not None and accepted in tally.accepted:
+            tally.accepted.remove(accepted)
+        item.add_report_section("teardown", "harness-replay", note)
+        raise
 
 
 @pytest.hookimpl(wrapper=True)

@@ -1181,3 +1181,36 @@ def test_maybe():
     assert "1 removed (no model call)" in output(again)
     assert not path.exists()
     run(pytester, monkeypatch, CI="1", CALL="").assert_outcomes(passed=1)
+
+
+def test_a_test_whose_teardown_fails_leaves_no_baseline(agent_test: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fixture that checks the agent's answer after the test failed in teardown, and the recording (or the
+    --replay-accept) its body made was kept as the baseline: the next run replayed the wrong answer."""
+    agent_test.makepyfile(test_checked='''
+import os
+import pytest
+from test_agent import make_agent
+
+
+@pytest.fixture
+def answers():
+    seen = []
+    yield seen
+    assert not os.environ.get("BAD_ANSWER"), f"the agent answered {seen}"
+
+
+@pytest.mark.replay
+def test_prompt(answers):
+    answers.append(make_agent().run_sync(os.environ.get("PROMPT", "hello")).output)
+''')
+    path = agent_test.path / "cassettes/test_checked/test_prompt.cassette"
+    first = run(agent_test, monkeypatch, "test_checked.py", CI="", BAD_ANSWER="1")
+    first.assert_outcomes(passed=1, errors=1)
+    assert not path.exists()
+    assert "not saved: the test's teardown failed" in output(first) and "1 not saved (test failed)" in output(first)
+    run(agent_test, monkeypatch, "test_checked.py", CI="").assert_outcomes(passed=1)
+    before = path.read_bytes()
+    accepted = run(agent_test, monkeypatch, "test_checked.py", "--replay-accept", CI="1", PROMPT="bye", BAD_ANSWER="1")
+    accepted.assert_outcomes(passed=1, errors=1)
+    assert path.read_bytes() == before
+    assert "harness-replay: accepted" not in output(accepted)
