@@ -302,9 +302,9 @@ class AcceptOutcome:
         return f"{self.status:12} {self.scenario_id}" + (f": {self.detail}" if self.detail else "")
 
 
-def _violations_text(found: Sequence[invariants.Violation]) -> str:
+def _violations_text(found: Sequence[invariants.Violation], flag: str = "--accept-violations") -> str:
     names = ", ".join(dict.fromkeys(f"{v.invariant} {v.role}" + ("" if v.index is None else f"[{v.index}]") for v in found))
-    return f"{len(found)} new violation(s) ({names}); pass --accept-violations to accept them"
+    return f"{len(found)} new violation(s) ({names}); pass {flag} to accept them"
 
 
 def _mark_carried_over(recorded: Cassette, result: Cassette, changed: set[tuple[str, int]]) -> int:

@@ -71,6 +71,8 @@ class TestCassette:
     allow_hosts: tuple[str, ...] = ()
     accept: bool = False
     """``--replay-accept``: a changed replay that followed the recording becomes the cassette."""
+    accept_violations: bool = False
+    """``--replay-accept-violations``: also one with new invariant violations (``replay run --accept-violations``)."""
     limits: Limits = DEFAULT_LIMITS
     """``[tool.replay] max-*``, as ``replay run`` reads and ``replay record`` writes with them."""
     action: Action = "record"
@@ -281,7 +283,9 @@ class TestCassette:
                 ]
             head = visible(f"harness-replay: test {self.nodeid} sent different model requests than {shown(self.path)} holds")
             body = ["  " + line for line in failure_lines(d, verbosity=verbosity, paint=paint)]
-            if self.accept and not d.notes and passed and self.recorded is not None:
+            # new invariant violations are a regression, not made the baseline unless asked, as `replay run --accept`
+            regression = bool(d.new_violations) and not self.accept_violations
+            if self.accept and not d.notes and passed and not regression and self.recorded is not None:
                 from ._pipeline import _mark_carried_over
 
                 accepted = finalize(self.session.cassette)
@@ -290,11 +294,18 @@ class TestCassette:
                 _mark_carried_over(self.recorded, accepted, {(q.role, q.index) for q in d.requests if q.status != "removed"})
                 self._write(accepted)
                 return "accepted", [f"harness-replay: accepted {self.nodeid} -> {shown(self.path)}"]
-            if self.accept:
+            if self.accept and not d.notes and passed and regression:
+                from ._pipeline import _violations_text
+
+                tail = f"not accepted: {_violations_text(d.new_violations, '--replay-accept-violations')}"
+            elif self.accept:
                 why = f"the replay diverged ({d.notes[0]})" if d.notes else "the test failed"
                 tail = f"not accepted: {why}; re-record it with --replay-mode=all"
             elif d.notes:  # --replay-accept refuses a diverged replay: pointing at it only sent the user round once more
                 tail = "the replay diverged, which --replay-accept cannot take; if the change is intended, re-record it with --replay-mode=all"
+            elif regression:
+                tail = ("if the change is intended, new violations included, accept it with --replay-accept "
+                        "--replay-accept-violations (or re-record with --replay-mode=all)")
             else:
                 tail = "if the change is intended, accept it with --replay-accept (or re-record with --replay-mode=all)"
             return "changed", [head, *body, visible(tail)]

@@ -61,6 +61,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "like syrupy's --snapshot-update). No model is called.",
     )
     group.addoption(
+        "--replay-accept-violations",
+        action="store_true",
+        default=False,
+        help="with --replay-accept, also accept a change that brings new invariant violations (a regression is "
+        "not made the baseline unless asked; replay run's --accept-violations).",
+    )
+    group.addoption(
         "--replay-unused",
         choices=("warn", "fail"),
         default="warn",
@@ -144,6 +151,7 @@ def replay_cassette(request: pytest.FixtureRequest, replay_cassette_dir: Path) -
             rules=Rules.of(project.ignore),
             allow_hosts=project.allow_hosts,
             accept=bool(item.config.getoption("replay_accept")),
+            accept_violations=bool(item.config.getoption("replay_accept_violations")),
             limits=limits(project),
         )
     except ReplayError as exc:

@@ -519,6 +519,54 @@ def test_accept_makes_a_reviewed_change_the_cassette(agent_test: pytest.Pytester
     assert path.read_bytes() == after
 
 
+GROWING_TEST = """
+import os
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, TextPart
+from pydantic_ai.models.function import FunctionModel
+from pydantic_ai_harness.compaction import SummarizingCompaction
+
+KEEP = int(os.environ.get("KEEP", "2"))
+
+
+@pytest.mark.replay
+def test_compacted():
+    agent = Agent(
+        FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("ready")])),
+        capabilities=[SummarizingCompaction(
+            model=FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("a summary")])), max_messages=4, keep_messages=KEEP)],
+    )
+    history = []
+    for turn in range(4):
+        history = agent.run_sync(f"turn {turn}", message_history=history).all_messages()
+"""
+
+
+def test_accept_refuses_a_change_with_new_violations_unless_asked(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression: --replay-accept made a change that brings a new invariant violation (a summary that grows
+    the request, as keep_messages 2 → 3 does) the baseline, where `replay run --accept` refuses it without --accept-violations."""
+    pytester.makepyfile(test_growing=GROWING_TEST)
+    run(pytester, monkeypatch, CI="").assert_outcomes(passed=1)
+    path = pytester.path / "cassettes/test_growing/test_compacted.cassette"
+    before = path.read_bytes()
+    failed = run(pytester, monkeypatch, CI="1", KEEP="3")
+    failed.assert_outcomes(failed=1)
+    assert "violation (new): compaction_grew_request" in output(failed)
+    assert "accept it with --replay-accept --replay-accept-violations" in output(failed)
+
+    refused = run(pytester, monkeypatch, "--replay-accept", CI="1", KEEP="3")
+    refused.assert_outcomes(failed=1)
+    assert "not accepted: " in output(refused) and "new violation(s) (compaction_grew_request main[" in output(refused)
+    assert "pass --replay-accept-violations to accept them" in output(refused)
+    assert path.read_bytes() == before
+
+    accepted = run(pytester, monkeypatch, "--replay-accept", "--replay-accept-violations", CI="1", KEEP="3")
+    accepted.assert_outcomes(passed=1)
+    assert path.read_bytes() != before
+    run(pytester, monkeypatch, CI="1", KEEP="3").assert_outcomes(passed=1)
+
 LONG_TEST = '''
 import os
 
