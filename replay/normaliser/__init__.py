@@ -440,12 +440,26 @@ def _error(info: Any) -> dict[str, Any]:
     the recorder wrote that name hold the hashed one, which moved with every edit and checkout)."""
     out: dict[str, Any] = info.model_dump(exclude={"attributes"})
     out["type"] = stable_name(str(out.get("type")))
+    if out["type"] in _HTTP_ERRORS and type((info.attributes or {}).get("status_code")) is int:
+        out["type"] = _HTTP_ERROR
     if out["type"] in _CANCELLED:  # anyio names its cancel scope and task by id there: new in every run
         out.pop("message", None)
     return out
 
 
 _CANCELLED = frozenset({"asyncio.exceptions.CancelledError", "asyncio.CancelledError"})
+_HTTP_ERROR = "pydantic_ai.exceptions.ModelHTTPError"
+_HTTP_ERRORS = frozenset(
+    f"pydantic_ai.exceptions.{name}"
+    for name in (
+        "ModelHTTPError", "ModelAPIError", "ModelRateLimitError", "ModelQuotaExceededError", "ModelUnavailableError",
+        "ModelOverloadedError", "ModelServerError", "ModelRequestRejectedError", "ModelAuthenticationError",
+        "ModelNotFoundError", "ModelContextWindowExceededError", "ModelRequestTimeout",
+    )
+)
+"""A provider's answer with an HTTP status, as each slim names it: 2.60+ raises it as its category
+(``ModelServerError`` for a 500, also a ``ModelHTTPError``), older slims as a plain ``ModelHTTPError``.
+Compared as one class: the status, body and model name are in the message either way."""
 
 
 def _outcome(cassette: Cassette) -> dict[str, Any]:

@@ -367,3 +367,29 @@ def test_tool_arguments_that_are_not_one_json_object_stay_text() -> None:
     for text in ['{"a": 1', "[1, 2]", "", '{"a": NaN}', '{"a": ' + "9" * 5000 + "}", deep, "plain words"]:
         got = Normaliser().value({"part_kind": "tool-call", "tool_name": "t", "args": text}, ANY_CLASS)
         assert got.get("args", "") == text, text
+
+
+
+def _http_error_cassette(type_: str, attributes: dict[str, object]) -> Cassette:
+    from replay.cassette import ErrorInfo, Outcome
+
+    message = "status_code: 500, model_name: gpt-4o-mini, body: {'message': 'boom'}"
+    b = CassetteBuilder(Header(scenario_id="unit/s"))
+    error = ErrorInfo(type=type_, message=message, attributes={"status_code": 500, "model_name": "gpt-4o-mini", **attributes})
+    req = {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "hi"}]}
+    b.cassette.exchanges.append(Exchange(seq=0, role="main", index=0, kind="request", messages=b.messages([req]), error=error))
+    b.cassette.outcome = Outcome(status="error", error=error)
+    return b.cassette
+
+
+def test_a_provider_http_error_is_one_error_whatever_slims_class_for_it() -> None:
+    """Slim 2.60+ raises a 500 as ``ModelServerError`` (also a ``ModelHTTPError``), older slims as a plain
+    ``ModelHTTPError``: the same answer to the same request, which made every matrix cell across 2.60 of a
+    scenario that met a provider error ``changed``. The status is still compared (the message holds it)."""
+    from replay.differ import diff
+
+    new = _http_error_cassette("pydantic_ai.exceptions.ModelServerError", {"provider_error_code": None})
+    old = _http_error_cassette("pydantic_ai.exceptions.ModelHTTPError", {})
+    d = diff(new, old)
+    assert not d.changed, d
+    assert diff(new, _http_error_cassette("pydantic_ai.exceptions.UnexpectedModelBehavior", {})).changed
