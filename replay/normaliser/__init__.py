@@ -444,10 +444,15 @@ def _error(info: Any) -> dict[str, Any]:
         out["type"] = _HTTP_ERROR
     if out["type"] in _CANCELLED:  # anyio names its cancel scope and task by id there: new in every run
         out.pop("message", None)
+    elif type(message := out.get("message")) is str and "req_" in message:
+        out["message"] = _REQUEST_ID.sub("req_<id>", message)
     return out
 
 
 _CANCELLED = frozenset({"asyncio.exceptions.CancelledError", "asyncio.CancelledError"})
+_REQUEST_ID = re.compile(r"\breq_[A-Za-z0-9]{16,}\b")
+"""The provider's id of one HTTP request, which its error messages quote (OpenAI's 500: "Please include the
+request ID req_<32 hex> in your message"; Anthropic's bodies: ``req_011C…``): new on every call."""
 _HTTP_ERROR = "pydantic_ai.exceptions.ModelHTTPError"
 _HTTP_ERRORS = frozenset(
     f"pydantic_ai.exceptions.{name}"

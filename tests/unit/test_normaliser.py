@@ -370,10 +370,10 @@ def test_tool_arguments_that_are_not_one_json_object_stay_text() -> None:
 
 
 
-def _http_error_cassette(type_: str, attributes: dict[str, object]) -> Cassette:
+def _http_error_cassette(type_: str, attributes: dict[str, object], said: str = "boom") -> Cassette:
     from replay.cassette import ErrorInfo, Outcome
 
-    message = "status_code: 500, model_name: gpt-4o-mini, body: {'message': 'boom'}"
+    message = f"status_code: 500, model_name: gpt-4o-mini, body: {{'message': '{said}'}}"
     b = CassetteBuilder(Header(scenario_id="unit/s"))
     error = ErrorInfo(type=type_, message=message, attributes={"status_code": 500, "model_name": "gpt-4o-mini", **attributes})
     req = {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "hi"}]}
@@ -393,3 +393,19 @@ def test_a_provider_http_error_is_one_error_whatever_slims_class_for_it() -> Non
     d = diff(new, old)
     assert not d.changed, d
     assert diff(new, _http_error_cassette("pydantic_ai.exceptions.UnexpectedModelBehavior", {})).changed
+
+
+def test_a_request_id_in_a_providers_error_message_is_not_a_change() -> None:
+    """OpenAI's 500 says "(Please include the request ID req_<32 hex> in your message.)", Anthropic's error
+    bodies carry ``req_011C…``: new on every call, so two recordings of one unchanged scenario that met the
+    error were ``changed`` (and ``--check-determinism`` blamed the scenario)."""
+    from replay.differ import diff
+
+    def said(request_id: str) -> Cassette:
+        text = f"The server had an error. (Please include the request ID {request_id} in your message.)"
+        return _http_error_cassette("pydantic_ai.exceptions.ModelServerError", {}, text)
+
+    assert not diff(said("req_c1f6ab4c9d57ec054b1d9a3422d55f13"), said("req_b58479ff9f51529300ec2fca7572f093")).changed
+    assert not diff(said("req_011CSHoEeqs5C35K2UUqR7Fy"), said("req_011CV9x2Lm7QpRtYz3AbCdEf")).changed
+    assert diff(said("req_c1f6ab4c9d57ec054b1d9a3422d55f13"), _http_error_cassette(
+        "pydantic_ai.exceptions.ModelServerError", {}, "Another error.")).changed
