@@ -71,7 +71,7 @@ from .cassette import clean_stale_temps
 from .differ import message_label
 from .errors import ReplayUsageError
 from .html import chart_role
-from .reporter import write_step_summary
+from .reporter import dollars, write_step_summary
 
 FORMAT_VERSION = 1
 Cell = dict[str, Any]
@@ -556,7 +556,7 @@ def cell_lines(cell: Cell, message_limit: int | None = 160) -> list[str]:
             lines.append(wire[0] + (f" +{len(wire) - 1}" if len(wire) > 1 else ""))
     cost = cell.get("cost")
     if isinstance(cost, list) and len(cost) == 2 and cost[1] is not None:
-        lines.append(f"cost ${cost[1]:.4f}" if cost[0] in (None, cost[1]) else f"cost ${cost[0]:.4f}→${cost[1]:.4f}")
+        lines.append(f"cost {dollars(cost[1])}" if cost[0] in (None, cost[1]) else f"cost {dollars(cost[0])}→{dollars(cost[1])}")
     lines += [f"warning: {w}" for w in cell.get("warnings", [])]
     graded = [v for v in cell.get("violations", []) if "status" in v]
     if graded:  # the replay's own violations, each marked against the recording's

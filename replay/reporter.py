@@ -220,6 +220,16 @@ def request_lines(r: RequestDiff) -> list[tuple[str, str]]:
     return out
 
 
+def dollars(value: float) -> str:
+    """An estimated cost: four decimals, or two significant figures below a tenth of a cent (a cheap
+    model's run costs millionths of a dollar, which four decimals showed as ``$0.0000``)."""
+    import math
+
+    if value == 0 or not math.isfinite(value) or abs(value) >= 0.001:
+        return f"${value:,.4f}"
+    return f"${value:.{1 - math.floor(math.log10(abs(value)))}f}"
+
+
 def _economics(d: Diff, max_changes: int) -> list[str]:
     """Prompt-cache and cost lines: said only where the figures moved."""
     lines = [c.describe() for c in d.cache[:max_changes]]
@@ -233,7 +243,7 @@ def _economics(d: Diff, max_changes: int) -> list[str]:
     a_cost, b_cost = d.cost or (None, None)
     if a_cost is not None and b_cost is not None and a_cost != b_cost:
         change = f" ({(b_cost - a_cost) / a_cost:+.0%})" if a_cost else ""
-        lines.append(f"estimated cost ${a_cost:.4f} → ${b_cost:.4f}{change}")
+        lines.append(f"estimated cost {dollars(a_cost)} → {dollars(b_cost)}{change}")
     return lines
 
 

@@ -507,3 +507,14 @@ def test_markdown_cells_carry_no_html_or_links_of_a_cassette_or_shard() -> None:
     assert "<img" not in md and "<b>" not in md and not re.search(r"(?<!\\)\]\(https://evil", md), md
     assert "&lt;img src=https://evil.example/p.png&gt;" in md and "\\[click me\\](https://evil.example)" in md
     assert "a\\|b" in md  # still one cell
+
+
+def test_a_cheap_runs_cost_keeps_its_figures() -> None:
+    """gpt-4o-mini's price makes a run cost fractions of a cent: to four decimals a 5% cheaper run read
+    ``cost $0.0000→$0.0000`` in the cell and ``estimated cost $0.0000 → $0.0000 (-5%)`` in the diff."""
+    from replay.reporter import dollars
+
+    cell = {"status": "changed", "changed_requests": ["main[1]"], "cost": [0.0000042, 0.0000040]}
+    assert "cost $0.0000042→$0.0000040" in mx.cell_lines(cell)
+    assert mx.cell_lines({"status": "same", "cost": [0.0000045, 0.0000045]})[1] == "cost $0.0000045"
+    assert dollars(12.3456) == "$12.3456" and dollars(0.0) == "$0.0000" and dollars(0.0125) == "$0.0125"
