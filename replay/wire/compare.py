@@ -219,10 +219,13 @@ def bodies(cassette: Cassette, ex: Exchange) -> list[tuple[str, str, Any]]:
 
 
 def _path_of(url: str) -> str:
+    """The path and query the request went to: the query is sent (Azure's ``api-version``, the Anthropic
+    SDK's ``?beta=true``), only host and port are the machine's."""
     from urllib.parse import urlsplit
 
     try:
-        return urlsplit(url).path
+        parts = urlsplit(url)
+        return f"{parts.path}?{parts.query}" if parts.query else parts.path
     except ValueError:  # not a URL a client could have sent (a cassette is untrusted): compared whole
         return url
 
@@ -241,7 +244,8 @@ class NormalBodies:
         ex = self.calls.get((role, index))
         if ex is None:
             return []
-        return [(m, path, self.aliases.value(body, self.ignore)) for m, path, body in bodies(self.cassette, ex)]
+        return [(m, self.aliases.value(path, self.ignore), self.aliases.value(body, self.ignore))
+                for m, path, body in bodies(self.cassette, ex)]
 
 
 def compare(a: Cassette, b: Cassette, rules: Rules = Rules()) -> list[WireChange]:
@@ -258,6 +262,7 @@ def compare(a: Cassette, b: Cassette, rules: Rules = Rules()) -> list[WireChange
             if len(wa) != len(wb):
                 changes.append(WireChange(role, ea.index, f"{len(wa)} HTTP requests → {len(wb)}", "request"))
             for (ma, pa, ba), (mb, pb, bb) in zip(wa, wb):
+                pa, pb = alias_a.value(pa, ignore), alias_b.value(pb, ignore)  # a key in the query: scrubbed, aliased
                 if (ma, pa) != (mb, pb):
                     changes.append(WireChange(role, ea.index, "endpoint", "changed", f"{ma} {pa}", f"{mb} {pb}"))
                 na, nb = alias_a.value(ba, ignore), alias_b.value(bb, ignore)

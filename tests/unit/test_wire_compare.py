@@ -113,7 +113,7 @@ def test_hostile_wire_values_are_compared_not_crashed_on() -> None:
     assert [x.path for x in compare(a, b)] == ["messages[0].content"]
     from replay.wire.compare import NormalBodies, _path_of
 
-    assert _path_of("http://[::1/v1") == "http://[::1/v1" and _path_of("http://h:1/v1/x?q=1") == "/v1/x"
+    assert _path_of("http://[::1/v1") == "http://[::1/v1" and _path_of("http://h:1/v1/x?q=1") == "/v1/x?q=1"
     assert NormalBodies(a).of("main", 0)[0][2]["messages"][0]["content"] == deep
 
 

@@ -1,0 +1,55 @@
+"""The query string is part of what a provider is sent: Azure OpenAI picks its API by ``api-version``,
+the Anthropic SDK's beta endpoints add ``?beta=true``. The wire comparison left it out with the host."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_openai import FakeOpenAI
+
+pytest.importorskip("pydantic_ai.models.openai", reason="needs pydantic-ai-slim[openai]")
+
+KEY = "sk-proj-querytest4f7c1d9e2b8a6035"
+
+SCENARIO = '''
+import os
+
+from openai import AsyncOpenAI
+from pydantic_ai import Agent
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+
+from replay import Run, scenario
+
+
+@scenario("q/version")
+async def version(run: Run) -> str:
+    client = AsyncOpenAI(base_url=os.environ["FAKE_OPENAI_BASE_URL"], api_key=os.environ["OPENAI_API_KEY"],
+                         default_query={"api-version": os.environ["API_VERSION"], "key": os.environ["OPENAI_API_KEY"]})
+    agent = Agent(OpenAIChatModel("gpt-4o-mini", provider=OpenAIProvider(openai_client=client)))
+    return (await agent.run("Hello?")).output
+'''
+
+
+def test_a_changed_query_string_is_a_change_on_the_wire(
+    project: Path, cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (project / "scenarios" / "q.py").write_text(SCENARIO)
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("API_VERSION", "2024-02-01")
+    with FakeOpenAI(["Hi."]) as srv:
+        monkeypatch.setenv("FAKE_OPENAI_BASE_URL", srv.base_url)
+        assert cli("record", "q/version").code == 0
+    assert KEY.encode() not in (project / "cassettes" / "q" / "version.cassette").read_bytes()
+    monkeypatch.delenv("OPENAI_API_KEY")  # the placeholder key stands in the query where the key stood
+    monkeypatch.setenv("FAKE_OPENAI_BASE_URL", "http://198.51.100.7:9/v1")
+    same = cli("run", "q/version")
+    assert same.code == 0 and "SAME" in same.out, same.out + same.err
+    monkeypatch.setenv("API_VERSION", "2025-01-01")
+    changed = cli("run", "q/version")
+    assert changed.code == 1 and "CHANGED" in changed.out, changed.out + changed.err
+    assert "api-version=2024-02-01" in changed.out and "api-version=2025-01-01" in changed.out, changed.out
+    assert KEY not in changed.out
