@@ -391,9 +391,11 @@ class DeterminismResult:
     runs: int
     identical: bool
     detail: str = ""
+    error: bool = False
+    """Every recording failed: no verdict (the scenario's own error, as ``replay record`` reports it)."""
 
     def line(self) -> str:
-        status = "identical" if self.identical else "DIFFERENT"
+        status = "identical" if self.identical else "ERROR" if self.error else "DIFFERENT"
         return f"{status:9} {self.scenario_id} ({self.runs} recordings)" + (f": {self.detail}" if self.detail else "")
 
 
@@ -414,6 +416,29 @@ def _compare(scenario_id: str, dirs: Sequence[Path], limits: Limits) -> Determin
             where = describe_difference(load(paths[0], limits), load(paths[k - 1], limits)).replace("recording 2", f"recording {k}")
             return DeterminismResult(scenario_id, len(dirs), False, f"recording 1 and {k}: {where}")
     return DeterminismResult(scenario_id, len(dirs), True)
+
+
+def _scenario_errors(stderr: str, ids: Sequence[str]) -> dict[str, str]:
+    """What ``replay record`` said of each scenario it wrote nothing for (``error     <id> -> <path>: <why>``)."""
+    known, out = set(ids), {}
+    for line in stderr.splitlines():
+        if not line.startswith("error "):
+            continue
+        sid, sep, rest = line[len("error "):].lstrip().partition(" -> ")
+        if not sep:
+            sid, sep, rest = line[len("error "):].lstrip().partition(": ")
+        if sid in known:
+            out[sid] = rest.partition(": ")[2] if " -> " in line else rest
+    return out
+
+
+def _failed(scenario_id: str, reasons: dict[int, str], runs: int) -> DeterminismResult:
+    """A scenario that raised in some recordings: a difference when the others recorded it, else its error."""
+    first, why = min(reasons.items())
+    if len(reasons) == runs:
+        return DeterminismResult(scenario_id, runs, False, f"every recording failed: {why}", error=True)
+    ok = min(set(range(1, runs + 1)) - set(reasons))
+    return DeterminismResult(scenario_id, runs, False, f"recording {first} failed ({why}), recording {ok} did not")
 
 
 def _targets(scenarios: Sequence[Scenario], scenarios_dir: Path) -> list[str]:
@@ -446,11 +471,18 @@ def check(
         dirs = [Path(tmp) / f"run{i + 1}" for i in range(runs)]
         procs = [_record_in(d, targets, where) for d in dirs]
         outputs = [p.communicate() for p in procs]
+        failed: dict[str, dict[int, str]] = {}  # scenario id -> recording -> why it wrote nothing
         for i, (proc, (_, err)) in enumerate(zip(procs, outputs), start=1):
-            if proc.returncode != 0:
+            if proc.returncode == 0:
+                continue
+            reasons = _scenario_errors(err, [sc.id for sc in scenarios])
+            if not reasons:  # the child itself failed (a usage error): no scenario's verdict is known
                 last = (err.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
                 raise ReplayError(f"determinism check: recording {i} failed: {last}")
-        results = [_compare(sc.id, dirs, limits) for sc in scenarios]
+            for sid, reason in reasons.items():
+                failed.setdefault(sid, {})[i] = reason
+        results = [_failed(sc.id, failed[sc.id], runs) if sc.id in failed else _compare(sc.id, dirs, limits)
+                   for sc in scenarios]
         if committed is not None:
             results = [_against_committed(r, dirs[0], committed, limits) if r.identical else r for r in results]
         return results

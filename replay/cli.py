@@ -312,20 +312,23 @@ def record(
 
         results = _determinism.check(scenarios, check_determinism, config.scenarios, committed=directory, limits=limits(config))
         same = sum(r.identical for r in results)
+        errors = sum(r.error for r in results)
         if fmt is ShowFmt.json:
-            typer.echo(dumps_json({r.scenario_id: {"identical": r.identical, "recordings": r.runs, "detail": r.detail}
+            typer.echo(dumps_json({r.scenario_id: {"identical": r.identical, "recordings": r.runs, "detail": r.detail,
+                                                   **({"error": True} if r.error else {})}
                                    for r in results}))
         else:
             for r in results:
                 typer.echo(visible(r.line()))  # the detail quotes what the recordings sent
-            typer.echo(f"{len(results)} scenarios, {check_determinism} recordings each: {same} identical, {len(results) - same} differ")
-            if same != len(results):  # what makes a scenario's own code differ between processes
+            typer.echo(f"{len(results)} scenarios, {check_determinism} recordings each: {same} identical, "
+                       f"{len(results) - same - errors} differ" + (f", {errors} error" if errors else ""))
+            if same + errors != len(results):  # what makes a scenario's own code differ between processes
                 typer.echo("a scenario must send the same requests on every run: seed `random`, sort what comes from "
                            "a set (its order changes with each process's hash seed), keep the clock and fresh ids out "
                            "of what the model is sent")
         for o in unimported:
             typer.echo(visible(f"error     {o.scenario_id}: {o.detail}"), err=True)
-        raise typer.Exit(2 if unimported else 0 if same == len(results) else 1)
+        raise typer.Exit(2 if unimported or errors else 0 if same == len(results) else 1)
     outcomes = _pipeline.record_scenarios(scenarios, directory, force=force, limits=limits(config)) + unimported
     if fmt is ShowFmt.json:
         typer.echo(dumps_json({o.scenario_id: {"status": o.status, "path": str(o.path), "detail": o.detail} for o in outcomes}))

@@ -313,3 +313,46 @@ def test_a_scenario_writes_its_temporary_files_in_a_directory_of_its_own(project
     assert replayed.outcome == recorded.outcome
     # the network guard's folder for Python children is the process's, removed when it exits
     assert [p.name for p in system_tmp.iterdir() if not p.name.startswith("replay-guard-")] == []
+
+
+FLAKY = '''
+import os
+from pathlib import Path
+
+from pydantic_ai import Agent
+from pydantic_ai.models.test import TestModel
+
+from replay import Run, scenario
+
+
+@scenario("flaky/every_other")
+async def every_other(run: Run) -> str:
+    """Fails on every other recording (a counter in a file): the nondeterminism the check exists for."""
+    counter = Path(os.environ["FLAKY_COUNTER"])
+    with counter.open("a") as f:
+        f.write("x")
+    if len(counter.read_text()) % 2 == 0:
+        raise RuntimeError("flaky failure")
+    return (await Agent(TestModel()).run("hi")).output
+
+
+@scenario("flaky/steady")
+async def steady(run: Run) -> str:
+    return (await Agent(TestModel()).run("hello")).output
+'''
+
+
+def test_a_recording_that_fails_once_is_that_scenarios_difference_not_the_end_of_the_check(
+    cli: Callable[..., Any], project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One scenario raising in one of the N recordings stopped the whole check (`replay: error: determinism
+    check: recording 2 failed: …`, exit 2): no verdict for any other scenario, though a scenario that fails
+    on some runs only is exactly what the check is for."""
+    monkeypatch.setenv("FLAKY_COUNTER", str(project / "counter.txt"))
+    (project / "scenarios" / "flaky.py").write_text(FLAKY)
+    proc = cli("record", "--check-determinism", "2")
+    assert proc.code == 1, proc.out + proc.err
+    lines = proc.out.splitlines()
+    assert "identical flaky/steady (2 recordings)" in lines, proc.out + proc.err
+    [flaky] = [line for line in lines if line.startswith("DIFFERENT flaky/every_other")]
+    assert "failed" in flaky and "flaky failure" in flaky, flaky
