@@ -307,6 +307,12 @@ def _violations_text(found: Sequence[invariants.Violation], flag: str = "--accep
     return f"{len(found)} new violation(s) ({names}); pass {flag} to accept them"
 
 
+def changed_calls(d: Diff) -> set[tuple[str, int]]:
+    """The calls a replay sent another request than recorded: in its messages, or only in the bytes its
+    provider mapping built (``reasoning_effort: low → minimal``, another query string)."""
+    return {(q.role, q.index) for q in d.requests if q.status != "removed"} | {(w.role, w.index) for w in d.wire}
+
+
 def _mark_carried_over(recorded: Cassette, result: Cassette, changed: set[tuple[str, int]]) -> int:
     """Flag the answers the replay served to a request other than the one they were recorded for."""
     before = {(ex.role, ex.index) for ex in recorded.exchanges if ex.carried_over}
@@ -390,7 +396,7 @@ def accept(
         if undeclared is not None:
             out.append(AcceptOutcome(sid, "not accepted", undeclared))
             continue
-        changed = {(q.role, q.index) for q in r.diff.requests if q.status != "removed"}
+        changed = changed_calls(r.diff)
         marked = _mark_carried_over(recorded, result, changed)
         save(result, path)  # read with these limits already (above): readable as it stands
         note = f"; {marked} answer(s) carried over from a different request" if marked else ""

@@ -286,12 +286,12 @@ class TestCassette:
             # new invariant violations are a regression, not made the baseline unless asked, as `replay run --accept`
             regression = bool(d.new_violations) and not self.accept_violations
             if self.accept and not d.notes and passed and not regression and self.recorded is not None:
-                from ._pipeline import _mark_carried_over
+                from ._pipeline import _mark_carried_over, changed_calls
 
                 accepted = finalize(self.session.cassette)
                 # an answer served to a request it was not recorded for: marked, as `replay run --accept` does for
                 # a provider's (the CLI re-records in-process models; a test cannot be re-run from here)
-                _mark_carried_over(self.recorded, accepted, {(q.role, q.index) for q in d.requests if q.status != "removed"})
+                _mark_carried_over(self.recorded, accepted, changed_calls(d))
                 self._write(accepted)
                 return "accepted", [f"harness-replay: accepted {self.nodeid} -> {shown(self.path)}"]
             if self.accept and not d.notes and passed and regression:

@@ -53,3 +53,26 @@ def test_a_changed_query_string_is_a_change_on_the_wire(
     assert changed.code == 1 and "CHANGED" in changed.out, changed.out + changed.err
     assert "api-version=2024-02-01" in changed.out and "api-version=2025-01-01" in changed.out, changed.out
     assert KEY not in changed.out
+
+
+def test_accepting_a_wire_only_change_marks_the_answer_carried_over(
+    project: Path, cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's own cases (reasoning_effort low → minimal, system → developer) change only the bytes sent,
+    not the messages: `run --accept` made the replay the baseline with the answer given to the old request, and
+    did not mark it carried over, so show, diff and run never said the answer was not the provider's."""
+    (project / "scenarios" / "q.py").write_text(SCENARIO)
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("API_VERSION", "2024-02-01")
+    with FakeOpenAI(["Hi."]) as srv:
+        monkeypatch.setenv("FAKE_OPENAI_BASE_URL", srv.base_url)
+        assert cli("record", "q/version").code == 0
+    monkeypatch.delenv("OPENAI_API_KEY")
+    monkeypatch.setenv("FAKE_OPENAI_BASE_URL", "http://198.51.100.7:9/v1")
+    monkeypatch.setenv("API_VERSION", "2025-01-01")
+    accepted = cli("run", "q/version", "--accept")
+    assert "accepted" in accepted.err and "carried over" in accepted.err, accepted.out + accepted.err
+    shown = cli("show", project / "cassettes" / "q" / "version.cassette")
+    assert "(answer carried over from a different request)" in shown.out, shown.out
+    again = cli("run", "q/version")
+    assert again.code == 0 and "carried over from a different request at main[0]" in again.out, again.out
