@@ -582,7 +582,7 @@ def _diff(
              f"{sum(not r.detailed for r in requests):,} more requests differ, their details left out"]
             if details >= DETAIL_BOUND and any(not r.detailed for r in requests) else []
         ),
-        wire=compare_wire(na.source, nb.source, rules),
+        wire=compare_wire(na.source, nb.source, rules, paired=paired),
         cache=compare_cache(costs_a, costs_b, paired=paired),
         tokens=(Tokens.of(costs_a), Tokens.of(costs_b)),
         request_costs=(costs_a, costs_b),

@@ -248,14 +248,25 @@ class NormalBodies:
                 for m, path, body in bodies(self.cassette, ex)]
 
 
-def compare(a: Cassette, b: Cassette, rules: Rules = Rules()) -> list[WireChange]:
-    """Wire-body differences, per role and ordinal, for calls that have HTTP exchanges on both sides."""
+def compare(
+    a: Cassette, b: Cassette, rules: Rules = Rules(), paired: dict[tuple[str, int], int] | None = None
+) -> list[WireChange]:
+    """Wire-body differences, per role and ordinal, for calls that have HTTP exchanges on both sides.
+
+    ``paired``: A's call (role, index) → B's index, as the message-level diff paired them where a role
+    holds concurrent conversations (each side's calls in its own arrival order); else by ordinal."""
     changes: list[WireChange] = []
     alias_a, alias_b = _Aliases(), _Aliases()
     ignore = rules.keys
     roles_b = b.by_role()
     for role, xs in a.by_role().items():
-        for ea, eb in zip(xs, roles_b.get(role, [])):
+        ys = roles_b.get(role, [])
+        if paired:
+            at = {e.index: e for e in ys}
+            pairs = [(ea, at[j]) for ea in xs if (j := paired.get((role, ea.index))) is not None and j in at]
+        else:
+            pairs = list(zip(xs, ys))
+        for ea, eb in pairs:
             if not ea.wire or not eb.wire:
                 continue
             wa, wb = bodies(a, ea), bodies(b, eb)
