@@ -248,6 +248,21 @@ class NormalBodies:
                 for m, path, body in bodies(self.cassette, ex)]
 
 
+def _header_changes(role: str, index: int, a: Any, b: Any, rules: Rules) -> list[WireChange]:
+    """The request headers kept because they change what the provider does (``anthropic-beta`` turns a
+    feature on), compared by name; a record that kept none (hand-made) is not compared."""
+    if not isinstance(a, dict) or not isinstance(b, dict) or not a or not b:
+        return []
+    out = []
+    for name in sorted(set(a) | set(b), key=str):
+        before, after = a.get(name), b.get(name)
+        if before == after or rules.ignores(f"{role}[{index}].wire.headers.{name}") or name in rules.keys:
+            continue
+        kind: Kind = "changed" if before is not None and after is not None else "added" if after is not None else "removed"
+        out.append(WireChange(role, index, f"headers.{name}", kind, before, after))
+    return out
+
+
 def compare(
     a: Cassette, b: Cassette, rules: Rules = Rules(), paired: dict[tuple[str, int], int] | None = None
 ) -> list[WireChange]:
@@ -272,10 +287,11 @@ def compare(
             wa, wb = bodies(a, ea), bodies(b, eb)
             if len(wa) != len(wb):
                 changes.append(WireChange(role, ea.index, f"{len(wa)} HTTP requests → {len(wb)}", "request"))
-            for (ma, pa, ba), (mb, pb, bb) in zip(wa, wb):
+            for (ma, pa, ba), (mb, pb, bb), ra, rb in zip(wa, wb, ea.wire or (), eb.wire or ()):
                 pa, pb = alias_a.value(pa, ignore), alias_b.value(pb, ignore)  # a key in the query: scrubbed, aliased
                 if (ma, pa) != (mb, pb):
                     changes.append(WireChange(role, ea.index, "endpoint", "changed", f"{ma} {pa}", f"{mb} {pb}"))
+                changes += _header_changes(role, ea.index, ra.request_headers, rb.request_headers, rules)
                 na, nb = alias_a.value(ba, ignore), alias_b.value(bb, ignore)
                 for path, kind, before, after in _body_changes(na, nb):
                     full = f"{role}[{ea.index}].wire.{path}"

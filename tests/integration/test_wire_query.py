@@ -76,3 +76,45 @@ def test_accepting_a_wire_only_change_marks_the_answer_carried_over(
     assert "(answer carried over from a different request)" in shown.out, shown.out
     again = cli("run", "q/version")
     assert again.code == 0 and "carried over from a different request at main[0]" in again.out, again.out
+
+
+BETA = '''
+import os
+
+from openai import AsyncOpenAI
+from pydantic_ai import Agent
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+
+from replay import Run, scenario
+
+
+@scenario("q/beta")
+async def beta(run: Run) -> str:
+    client = AsyncOpenAI(base_url=os.environ["FAKE_OPENAI_BASE_URL"], api_key=os.environ["OPENAI_API_KEY"],
+                         default_headers={"OpenAI-Beta": os.environ["BETA"]})
+    agent = Agent(OpenAIChatModel("gpt-4o-mini", provider=OpenAIProvider(openai_client=client)))
+    return (await agent.run("Hello?")).output
+'''
+
+
+def test_a_changed_behaviour_header_is_a_change_on_the_wire(
+    project: Path, cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README lists the request headers kept because they change what a provider does (`anthropic-beta`:
+    slim turns features on with it); they were recorded but never compared, so a slim that sent another beta
+    flag replayed `same`."""
+    (project / "scenarios" / "q.py").write_text(BETA)
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("BETA", "assistants=v1")
+    with FakeOpenAI(["Hi."]) as srv:
+        monkeypatch.setenv("FAKE_OPENAI_BASE_URL", srv.base_url)
+        assert cli("record", "q/beta").code == 0
+    monkeypatch.delenv("OPENAI_API_KEY")
+    monkeypatch.setenv("FAKE_OPENAI_BASE_URL", "http://198.51.100.7:9/v1")
+    same = cli("run", "q/beta")
+    assert same.code == 0 and "SAME" in same.out, same.out + same.err
+    monkeypatch.setenv("BETA", "assistants=v2")
+    changed = cli("run", "q/beta")
+    assert changed.code == 1, changed.out + changed.err
+    assert "main[0] wire: headers.openai-beta: assistants=v1 → assistants=v2" in changed.out, changed.out
