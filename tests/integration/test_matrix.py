@@ -28,25 +28,15 @@ pytestmark = pytest.mark.slow  # builds uv environments of several harness versi
 SCENARIOS = MATRIX_SCENARIOS
 
 
-def _matrix(env_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, REPLAY_ENV_DIR=str(env_dir), CI="1")
-    env.pop("GITHUB_STEP_SUMMARY", None)
-    return subprocess.run(
-        [sys.executable, "-m", "replay", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-
-
-def _json(proc: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+def _json(proc: subprocess.CompletedProcess[str] | CliResult) -> dict[str, Any]:
+    if isinstance(proc, CliResult):
+        out, err, code = proc.out, proc.err, proc.code
+    else:
+        out, err, code = proc.stdout, proc.stderr, proc.returncode
     try:
-        return json.loads(proc.stdout)
+        return json.loads(out)
     except ValueError:
-        raise AssertionError(f"exit {proc.returncode}\nstdout: {proc.stdout}\nstderr: {proc.stderr}") from None
+        raise AssertionError(f"exit {code}\nstdout: {out}\nstderr: {err}") from None
 
 
 def _statuses(doc: dict[str, Any]) -> dict[tuple[str, str], str]:
@@ -61,6 +51,26 @@ def env_dir(matrix_envs: MatrixEnvs) -> Path:
 @pytest.fixture
 def out_dir(matrix_envs: MatrixEnvs) -> Path:
     return matrix_envs.out_dir
+
+
+@pytest.fixture
+def matrix_cli(
+    cli: Callable[..., CliResult], env_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> Callable[..., CliResult]:
+    """``replay ARGS`` in-process (from the checkout) on the session's environments, with CI's plain progress.
+
+    The replays are the fresh processes here (one per version, in its environment); the command that
+    starts them would only pay again for importing pydantic-ai in a process of its own. Tests whose
+    point is the command's own process (kill -9, two concurrent runs, the parent's PYTHONPATH) start one.
+    """
+    monkeypatch.setenv("REPLAY_ENV_DIR", str(env_dir))
+    monkeypatch.setenv("CI", "1")
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+
+    def run(*args: str, cwd: Path = ROOT) -> CliResult:
+        return cli(*args, cwd=cwd)
+
+    return run
 
 
 @pytest.fixture
@@ -104,23 +114,24 @@ def test_two_versions_against_the_recording(cold: dict[str, Any], out_dir: Path,
     assert diff.code == 1 and json.loads(diff.out)["changed"] is True
 
 
-def test_second_run_reuses_environments(cold: dict[str, Any], env_dir: Path, tmp_path: Path) -> None:
+def test_second_run_reuses_environments(
+    cold: dict[str, Any], env_dir: Path, tmp_path: Path, matrix_cli: Callable[..., CliResult]
+) -> None:
     stamps = {p: p.stat().st_mtime_ns for p in env_dir.glob("*/.replay-env.json")}
     assert len(stamps) == 2
-    proc = _matrix(
-        env_dir, "matrix", "--harness", "0.54.0,0.62.0", *SCENARIOS, "--format", "json", "--out", str(tmp_path)
-    )
+    proc = matrix_cli("matrix", "--harness", "0.54.0,0.62.0", *SCENARIOS, "--format", "json", "--out", str(tmp_path))
     warm = _json(proc)
     assert [v["status"] for v in warm["versions"]] == ["reused", "reused"]
     assert all(v["reused"] and v["freeze"] for v in warm["versions"])
     assert {p: p.stat().st_mtime_ns for p in env_dir.glob("*/.replay-env.json")} == stamps
     assert _statuses(warm) == _statuses(cold)
-    assert "env reused" in proc.stderr  # plain progress lines when CI is set
+    assert "env reused" in proc.err  # plain progress lines when CI is set
 
 
-def test_uninstallable_version_is_an_error_column(cold: dict[str, Any], env_dir: Path, tmp_path: Path) -> None:
-    proc = _matrix(
-        env_dir,
+def test_uninstallable_version_is_an_error_column(
+    cold: dict[str, Any], tmp_path: Path, matrix_cli: Callable[..., CliResult]
+) -> None:
+    proc = matrix_cli(
         "matrix",
         "--harness",
         "9.9.9",
@@ -133,7 +144,7 @@ def test_uninstallable_version_is_an_error_column(cold: dict[str, Any], env_dir:
         str(tmp_path),
     )
     doc = _json(proc)
-    assert proc.returncode == 1
+    assert proc.code == 1
     bad = next(v for v in doc["versions"] if v["spec"] == "9.9.9")
     assert bad["status"] == "error" and "9.9.9" in bad["error"] and "\n" not in bad["error"]
     cell = doc["scenarios"]["seed000/long"]["9.9.9"]
@@ -142,11 +153,13 @@ def test_uninstallable_version_is_an_error_column(cold: dict[str, Any], env_dir:
     assert next(v for v in doc["versions"] if v["spec"] == "0.62.0")["status"] == "reused"
 
 
-def test_shards_merge_into_the_full_table(cold: dict[str, Any], env_dir: Path, tmp_path: Path) -> None:
+def test_shards_merge_into_the_full_table(
+    cold: dict[str, Any], tmp_path: Path, matrix_cli: Callable[..., CliResult]
+) -> None:
     files = []
     for k in (1, 2):
-        proc = _matrix(
-            env_dir, "matrix", "--harness", "0.54.0,0.62.0", *SCENARIOS,
+        proc = matrix_cli(
+            "matrix", "--harness", "0.54.0,0.62.0", *SCENARIOS,
             "--shard", f"{k}/2", "--format", "json", "--out", str(tmp_path / "out"),
         )  # fmt: skip
         assert [v["status"] for v in _json(proc)["versions"]] == (
@@ -155,9 +168,9 @@ def test_shards_merge_into_the_full_table(cold: dict[str, Any], env_dir: Path, t
         path = tmp_path / f"shard{k}.json"
         path.write_text(json.dumps(_json(proc)))
         files.append(str(path))
-    merged = _matrix(env_dir, "merge", *files, "--format", "json")
+    merged = matrix_cli("merge", *files, "--format", "json")
     doc = _json(merged)
-    assert merged.returncode == 1
+    assert merged.code == 1
     assert _statuses(doc) == _statuses(cold)
     deltas = [d["scenarios"]["seed000/long"]["0.54.0"]["estimate_deltas"] for d in (doc, cold)]
     assert deltas[0] == deltas[1]
@@ -242,22 +255,21 @@ NEWER = (
 )
 
 
-def test_isolation_and_run_parity(env_dir: Path, tmp_path: Path, cli: Callable[..., CliResult]) -> None:
+def test_isolation_and_run_parity(
+    tmp_path: Path, cli: Callable[..., CliResult], matrix_cli: Callable[..., CliResult]
+) -> None:
     """A file that cannot import on 0.54.0 errors only its own cell; --on-exhausted reaches the envs.
 
-    The recording runs in-process (the environments' processes are what is isolated here)."""
+    The recording and the matrix commands run in-process (the environments' processes are what is isolated here)."""
     project = tmp_path / "proj"
     (project / "scenarios").mkdir(parents=True)
     (project / "pyproject.toml").write_text("[tool.replay]\n")
     (project / "scenarios" / "counted.py").write_text(COUNTED)
     (project / "scenarios" / "newer.py").write_text(NEWER)
     (project / "turns.txt").write_text("1")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "GITHUB_STEP_SUMMARY")}
-    env.update(REPLAY_ENV_DIR=str(env_dir), CI="1")
 
-    def replay_cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "replay", *args], cwd=project, env=env,
-                              capture_output=True, text=True, timeout=900, check=False)
+    def replay_cli(*args: str) -> CliResult:
+        return matrix_cli(*args, cwd=project)
 
     assert cli("record", cwd=project).code == 0
     doc = _json(replay_cli("matrix", "--harness", "0.54.0,0.62.0", "--format", "json", "--jobs", "2"))
@@ -312,16 +324,21 @@ def test_kill_9_during_matrix_leaves_no_torn_or_temp_files(cold: dict[str, Any],
 
 
 @pytest.mark.slow
-def test_python_is_an_axis(tmp_path: Path) -> None:
-    """`--python 3.12`: the cell is (python, harness), replayed on 3.12, and warns that the recording was 3.11."""
+def test_python_is_an_axis(tmp_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--python 3.12`: the cell is (python, harness), replayed on 3.12, and warns that the recording was 3.11.
+
+    The command runs in-process: the 3.12 environment's replay process is the one that matters."""
     from replay import _envs
 
     try:
         _envs.find_python("3.12", _envs.find_installer())
     except Exception as exc:  # noqa: BLE001 - any failure to find one is a reason to skip
         pytest.skip(f"no Python 3.12 interpreter here: {exc}")
-    proc = _matrix(tmp_path / "envs", "matrix", "--harness", "0.62.0", "--python", "3.12", "seed000/short",
-                   "--format", "json", "--out", str(tmp_path))
+    monkeypatch.setenv("REPLAY_ENV_DIR", str(tmp_path / "envs"))
+    monkeypatch.setenv("CI", "1")
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    proc = cli("matrix", "--harness", "0.62.0", "--python", "3.12", "seed000/short", "--format", "json",
+               "--out", str(tmp_path), cwd=ROOT)
     doc = _json(proc)
     assert doc["grid"]["versions"] == ["0.62.0@py3.12"]
     [row] = doc["versions"]
