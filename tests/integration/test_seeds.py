@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, MatrixEnvs
+from conftest import ROOT, CliResult, MatrixEnvs
 
 from replay.cassette import cassette_path, load, save
 
@@ -92,15 +90,16 @@ def test_bad_on_exhausted_is_a_usage_error() -> None:
 
 
 @pytest.mark.slow
-def test_matrix_seed002_accepted_on_0_54_raised_on_0_62(tmp_path: Path, matrix_envs: MatrixEnvs) -> None:
-    env = dict(os.environ, CI="1", REPLAY_ENV_DIR=str(matrix_envs.env_dir))
-    env.pop("GITHUB_STEP_SUMMARY", None)
-    proc = subprocess.run(
-        [sys.executable, "-m", "replay", "matrix", "--harness", "0.54.0", "--harness", "0.62.0", "seed002",
-         "--format", "json", "--out", str(tmp_path)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900, check=False,
-    )
-    doc = json.loads(proc.stdout)
+def test_matrix_seed002_accepted_on_0_54_raised_on_0_62(
+    tmp_path: Path, matrix_envs: MatrixEnvs, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In-process command (the versions' replay processes are what runs the seed), the session's environments."""
+    monkeypatch.setenv("CI", "1")
+    monkeypatch.setenv("REPLAY_ENV_DIR", str(matrix_envs.env_dir))
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    proc = cli("matrix", "--harness", "0.54.0", "--harness", "0.62.0", "seed002", "--format", "json",
+               "--out", str(tmp_path), cwd=ROOT)
+    doc = json.loads(proc.out)
     old, new = doc["scenarios"]["seed002/whitespace"]["0.54.0"], doc["scenarios"]["seed002/whitespace"]["0.62.0"]
     assert new["status"] == "same"
     assert old["status"] == "changed" and old["roles"] == {"main": [2, 4], "summarizing_compaction": [2, 1]}

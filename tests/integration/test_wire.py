@@ -310,32 +310,32 @@ async def long(run: Run) -> int:
 
 @pytest.mark.slow
 def test_matrix_shows_what_an_older_slim_puts_on_the_wire(
-    recorded: dict[str, FakeOpenAI], project: Path, tmp_path: Path
+    recorded: dict[str, FakeOpenAI], project: Path, tmp_path: Path, cli: Callable[..., Any],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Recorded on 0.62.0 (slim 2.62 sends reasoning_effort 'low' for o3-mini's 'minimal'), replayed on 0.54.0.
 
     No server, no key, no network: the 0.54.0 environment's own OpenAI mapping builds the
-    request and the cassette answers it.
+    request and the cassette answers it. The command runs in-process; the versions' replay
+    processes (which inherit its environment) are what is checked.
     """
     import os
-    import subprocess
-    import sys
 
     body = request_body(c := load(cassette_path(project / "cassettes", "wire/reasoning")), c.exchanges[0].wire[0])  # type: ignore[index]
     assert body["reasoning_effort"] == "low"
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env.update(REPLAY_ENV_DIR=str(tmp_path / "envs"), CI="1", FAKE_BASE_URL=UNROUTABLE)
-    env.pop("GITHUB_STEP_SUMMARY", None)
-    proc = subprocess.run(
-        [sys.executable, "-m", "replay", "matrix", "--harness", "0.54.0", "--harness", "0.62.0", "wire/reasoning",
-         "--with", "pydantic-ai-slim[openai]", "--format", "json"],
-        cwd=project, env=env, capture_output=True, text=True, timeout=900, check=False,
-    )
-    doc = json.loads(proc.stdout or "null") or {}
+    for key in [k for k in os.environ if k.endswith("_API_KEY")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("REPLAY_ENV_DIR", str(tmp_path / "envs"))
+    monkeypatch.setenv("CI", "1")
+    monkeypatch.setenv("FAKE_BASE_URL", UNROUTABLE)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    proc = cli("matrix", "--harness", "0.54.0", "--harness", "0.62.0", "wire/reasoning",
+               "--with", "pydantic-ai-slim[openai]", "--format", "json", cwd=project)
+    doc = json.loads(proc.out or "null") or {}
     cells = doc.get("scenarios", {}).get("wire/reasoning", {})
-    assert cells.get("0.62.0", {}).get("status") == "same", proc.stdout + proc.stderr
+    assert cells.get("0.62.0", {}).get("status") == "same", proc.out + proc.err
     old = cells.get("0.54.0", {})
-    assert old.get("status") == "changed", proc.stdout + proc.stderr
+    assert old.get("status") == "changed", proc.out + proc.err
     assert "main[0] wire: reasoning_effort: low → minimal" in old.get("wire", []), old
 
 
