@@ -4,7 +4,9 @@ whole session shares (bytecode, the matrix's environments) so the suite pays for
 from __future__ import annotations
 
 import compileall
+import contextlib
 import fcntl
+import io
 import json
 import os
 import subprocess
@@ -86,18 +88,6 @@ class MatrixEnvs:
     """The first ``replay matrix`` run on an empty cache: it built both environments."""
 
 
-def replay_subprocess(env_dir: Path | None, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    """``python -m replay ARGS`` in a fresh process, with ``REPLAY_ENV_DIR`` and CI's plain progress."""
-    env = dict(os.environ, CI="1")
-    if env_dir is not None:
-        env["REPLAY_ENV_DIR"] = str(env_dir)
-    env.pop("GITHUB_STEP_SUMMARY", None)
-    return subprocess.run(
-        [sys.executable, "-m", "replay", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=1200, check=False,
-    )  # fmt: skip
-
-
 @pytest.fixture(scope="session")
 def matrix_envs(session_dir: Path) -> MatrixEnvs:
     """Harness 0.54.0 and 0.62.0 environments, built once per session by a cold ``replay matrix``.
@@ -110,9 +100,24 @@ def matrix_envs(session_dir: Path) -> MatrixEnvs:
     env_dir, out_dir = session_dir / "replay-envs", session_dir / "matrix-cold"
 
     def cold() -> dict[str, Any]:
-        args = ["matrix", "--harness", "0.54.0", "--harness", "0.62.0", *MATRIX_SCENARIOS]
-        proc = replay_subprocess(env_dir, *args, "--format", "json", "--out", str(out_dir))
-        return {"args": proc.args, "returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
+        """In-process, as the ``cli`` fixture runs it: the versions' replay processes are the fresh ones, and a
+        process of its own for the command only paid again for importing pydantic-ai (every worker waits for it)."""
+        from replay.cli import main
+
+        args = ["matrix", "--harness", "0.54.0", "--harness", "0.62.0", *MATRIX_SCENARIOS, "--format", "json", "--out", str(out_dir)]
+        out, err = io.StringIO(), io.StringIO()
+        with pytest.MonkeyPatch.context() as m, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            m.setenv("REPLAY_ENV_DIR", str(env_dir))
+            m.setenv("CI", "1")
+            m.delenv("GITHUB_STEP_SUMMARY", raising=False)
+            m.chdir(ROOT)
+            m.setattr(sys, "argv", ["replay", *args])
+            try:
+                main()
+                code = 0
+            except SystemExit as exc:
+                code = int(exc.code or 0)
+        return {"args": ["replay", *args], "returncode": code, "stdout": out.getvalue(), "stderr": err.getvalue()}
 
     done = once(session_dir, "matrix-cold", cold)
     proc = subprocess.CompletedProcess(done["args"], done["returncode"], done["stdout"], done["stderr"])
