@@ -8,14 +8,14 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from xml.sax.saxutils import escape, quoteattr
-
-from rich.console import Console
-from rich.markup import escape as rich_escape
 
 from ._untrusted import _pair, _short, dumps_json, md_code, md_fence, visible, xml_text
 from .differ import Change, Diff, Entry, MainRequest, RequestDiff
+
+if TYPE_CHECKING:  # rich is imported where text is printed: a JSON run (every matrix cell's) never needs it (~40 ms)
+    from rich.console import Console
 
 Format = Literal["text", "json", "markdown", "junit"]
 Status = Literal["same", "changed", "error"]
@@ -272,6 +272,8 @@ _CHECK_LABEL = {"same": "OK", "changed": "VIOLATED", "error": "ERROR"}
 
 def _t(text: str) -> str:
     """Cassette text for the console: controls visible, rich markup inert."""
+    from rich.markup import escape as rich_escape
+
     return rich_escape(visible(text))
 
 
@@ -280,7 +282,10 @@ def print_text(
 ) -> None:
     """``checks_only``: ``replay check``'s wording (OK / VIOLATED, "cassettes"), whatever the reports hold —
     a run or diff whose every target errored has no diff either, and is still a run."""
-    console = console or Console(highlight=False, soft_wrap=True, emoji=False)
+    if console is None:
+        from rich.console import Console
+
+        console = Console(highlight=False, soft_wrap=True, emoji=False)
     seen = Counter(r.scenario_id for r in reports)
     for r in reports:
         style = _STYLE[r.status]
