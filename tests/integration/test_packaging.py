@@ -69,6 +69,7 @@ def test_matrix_from_a_wheel_install_installs_the_running_version(wheel: Path, t
     env = {**os.environ, "CI": "1", "PATH": f"{Path(UV).parent}{os.pathsep}{os.environ['PATH']}"}
     env.pop("VIRTUAL_ENV", None)
     env.pop("GITHUB_STEP_SUMMARY", None)
+    env.pop("PYTHONPATH", None)  # a checkout on it would be imported instead of the wheel (then installed from source)
     done = _run(
         venv / "bin" / "replay", "matrix", "--harness", "0.62.0", "seed000/long", "--format", "json",
         "--env-dir", tmp_path / "envs", cwd=project, env=env,
