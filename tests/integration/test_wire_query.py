@@ -34,18 +34,27 @@ async def version(run: Run) -> str:
 '''
 
 
+def _record(cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch, target: str) -> None:
+    """Record ``target`` against a fake OpenAI server with the real-looking key."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with FakeOpenAI(["Hi."]) as srv:
+        monkeypatch.setenv("FAKE_OPENAI_BASE_URL", srv.base_url)
+        assert cli("record", target).code == 0
+
+
+def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No key, and a base URL nothing answers (TEST-NET-2): a replay that reached for it would fail."""
+    monkeypatch.delenv("OPENAI_API_KEY")
+    monkeypatch.setenv("FAKE_OPENAI_BASE_URL", "http://198.51.100.7:9/v1")
+
 def test_a_changed_query_string_is_a_change_on_the_wire(
     project: Path, cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (project / "scenarios" / "q.py").write_text(SCENARIO)
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv("API_VERSION", "2024-02-01")
-    with FakeOpenAI(["Hi."]) as srv:
-        monkeypatch.setenv("FAKE_OPENAI_BASE_URL", srv.base_url)
-        assert cli("record", "q/version").code == 0
+    _record(cli, monkeypatch, "q/version")
     assert KEY.encode() not in (project / "cassettes" / "q" / "version.cassette").read_bytes()
-    monkeypatch.delenv("OPENAI_API_KEY")  # the placeholder key stands in the query where the key stood
-    monkeypatch.setenv("FAKE_OPENAI_BASE_URL", "http://198.51.100.7:9/v1")
+    _offline(monkeypatch)  # the placeholder key stands in the query where the key stood
     same = cli("run", "q/version")
     assert same.code == 0 and "SAME" in same.out, same.out + same.err
     monkeypatch.setenv("API_VERSION", "2025-01-01")
@@ -62,13 +71,9 @@ def test_accepting_a_wire_only_change_marks_the_answer_carried_over(
     not the messages: `run --accept` made the replay the baseline with the answer given to the old request, and
     did not mark it carried over, so show, diff and run never said the answer was not the provider's."""
     (project / "scenarios" / "q.py").write_text(SCENARIO)
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv("API_VERSION", "2024-02-01")
-    with FakeOpenAI(["Hi."]) as srv:
-        monkeypatch.setenv("FAKE_OPENAI_BASE_URL", srv.base_url)
-        assert cli("record", "q/version").code == 0
-    monkeypatch.delenv("OPENAI_API_KEY")
-    monkeypatch.setenv("FAKE_OPENAI_BASE_URL", "http://198.51.100.7:9/v1")
+    _record(cli, monkeypatch, "q/version")
+    _offline(monkeypatch)
     monkeypatch.setenv("API_VERSION", "2025-01-01")
     accepted = cli("run", "q/version", "--accept")
     assert "accepted" in accepted.err and "carried over" in accepted.err, accepted.out + accepted.err
@@ -105,13 +110,9 @@ def test_a_changed_behaviour_header_is_a_change_on_the_wire(
     slim turns features on with it); they were recorded but never compared, so a slim that sent another beta
     flag replayed `same`."""
     (project / "scenarios" / "q.py").write_text(BETA)
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv("BETA", "assistants=v1")
-    with FakeOpenAI(["Hi."]) as srv:
-        monkeypatch.setenv("FAKE_OPENAI_BASE_URL", srv.base_url)
-        assert cli("record", "q/beta").code == 0
-    monkeypatch.delenv("OPENAI_API_KEY")
-    monkeypatch.setenv("FAKE_OPENAI_BASE_URL", "http://198.51.100.7:9/v1")
+    _record(cli, monkeypatch, "q/beta")
+    _offline(monkeypatch)
     same = cli("run", "q/beta")
     assert same.code == 0 and "SAME" in same.out, same.out + same.err
     monkeypatch.setenv("BETA", "assistants=v2")
