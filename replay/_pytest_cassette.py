@@ -283,6 +283,10 @@ class TestCassette:
                 ]
             head = visible(f"harness-replay: test {self.nodeid} sent different model requests than {shown(self.path)} holds")
             body = ["  " + line for line in failure_lines(d, verbosity=verbosity, paint=paint)]
+            owner = self.recorded.header.scenario_id if self.recorded is not None else None
+            if owner and owner != scenario_id(self.nodeid):  # one marker name on several tests: each replays the first's calls
+                body.insert(0, visible(f"  it holds the recording of {owner}: tests that share a cassette name replay each "
+                                       "other's calls; give each its own @pytest.mark.replay name"))
             # new invariant violations are a regression, not made the baseline unless asked, as `replay run --accept`
             regression = bool(d.new_violations) and not self.accept_violations
             if self.accept and not d.notes and passed and not regression and self.recorded is not None:

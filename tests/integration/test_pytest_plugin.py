@@ -1262,3 +1262,32 @@ def test_prompt(answers):
     accepted.assert_outcomes(passed=1, errors=1)
     assert path.read_bytes() == before
     assert "harness-replay: accepted" not in output(accepted)
+
+
+def test_two_tests_of_one_cassette_name_are_told_so(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression: two tests marked with one name share one cassette; the second replayed the first's
+    recording and failed as changed with no word of why."""
+    pytester.makepyfile(
+        test_shared="""
+        import pytest
+        from pydantic_ai import Agent
+        from pydantic_ai.messages import ModelResponse, TextPart
+        from pydantic_ai.models.function import FunctionModel
+
+        def agent():
+            return Agent(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("ok")])))
+
+        @pytest.mark.replay("shared")
+        def test_first():
+            agent().run_sync("first prompt")
+
+        @pytest.mark.replay("shared")
+        def test_second():
+            agent().run_sync("second prompt")
+        """
+    )
+    result = run(pytester, monkeypatch, CI="")
+    result.assert_outcomes(passed=1, failed=1)
+    assert ("it holds the recording of test_shared.py::test_first: tests that share a cassette name replay each "
+            "other's calls; give each its own @pytest.mark.replay name") in output(result), output(result)
+
