@@ -122,6 +122,11 @@ def shown(path: Path) -> str:
         return str(path)
 
 
+def same_test(a: str, b: str) -> bool:
+    """Whether two node ids name one test as seen from two rootdirs (``pkg/tests/test_x.py::t`` and
+    ``tests/test_x.py::t``: a monorepo's root and the package), or are one id."""
+    return a == b or a.endswith("/" + b) or b.endswith("/" + a)
+
 # --------------------------------------------------------------------------- the session
 
 

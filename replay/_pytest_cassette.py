@@ -14,7 +14,7 @@ from typing import Any
 
 from ._determinism import deterministic_ids
 from ._interception import Call, session_scope
-from ._pytest import Action, Mode, Status, scenario_id, shown
+from ._pytest import Action, Mode, Status, same_test, scenario_id, shown
 from ._pytest_report import Paint, _plain, failure_lines
 from ._untrusted import id_problem, visible
 from .cassette import DEFAULT_LIMITS, Cassette, Exchange, Limits, encode_readable, load, write_atomic
@@ -85,10 +85,10 @@ class TestCassette:
     refused: list[str] = field(init=False, default_factory=list)
     """Connections the network guard refused during the replay (their notes), set by :meth:`compare`."""
     real_models: list[str] = field(init=False, default_factory=list)
+    """Provider models (not FunctionModel/TestModel) this run called to record: worth saying out loud."""
     wrote: bool = field(init=False, default=False)
     """Whether :meth:`finish` changed the file (saved, accepted, appended or removed it): :meth:`rollback` undoes that."""
     _before: bytes | None = field(init=False, default=None, repr=False)
-    """Provider models (not FunctionModel/TestModel) this run called to record: worth saying out loud."""
 
     def __post_init__(self) -> None:
         exists = self.path.is_file()
@@ -284,7 +284,7 @@ class TestCassette:
             head = visible(f"harness-replay: test {self.nodeid} sent different model requests than {shown(self.path)} holds")
             body = ["  " + line for line in failure_lines(d, verbosity=verbosity, paint=paint)]
             owner = self.recorded.header.scenario_id if self.recorded is not None else None
-            if owner and owner != scenario_id(self.nodeid):  # one marker name on several tests: each replays the first's calls
+            if owner and not same_test(owner, scenario_id(self.nodeid)):  # one marker name on several tests
                 body.insert(0, visible(f"  it holds the recording of {owner}: tests that share a cassette name replay each "
                                        "other's calls; give each its own @pytest.mark.replay name"))
             # new invariant violations are a regression, not made the baseline unless asked, as `replay run --accept`

@@ -6,7 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from replay._pytest import MAX_NAME_BYTES, Tally, canonical_mode, cassette_name, default_mode, is_ci, scenario_id
+from replay._pytest import (
+    MAX_NAME_BYTES,
+    Tally,
+    canonical_mode,
+    cassette_name,
+    default_mode,
+    is_ci,
+    same_test,
+    scenario_id,
+)
 from replay._pytest_report import string_diff
 from replay._untrusted import id_problem
 
@@ -151,3 +160,15 @@ def test_a_deleted_modules_folder_is_found_through_a_workers_tally(tmp_path: Pat
     controller.merge(worker.to_worker_output())
     # test_gone.py is no more; `shared` is named like no test module (an overridden replay_cassette_dir, say)
     assert controller.find_orphans() == [tmp_path.resolve() / "cassettes" / "test_gone" / "test_x.cassette"]
+
+
+def test_one_test_seen_from_two_rootdirs_is_the_same_test() -> None:
+    """A cassette recorded from a package and replayed from the monorepo's root holds another node id: not
+    "another test's recording" (the hint for tests sharing one marker name)."""
+    assert same_test("pkg/tests/test_x.py::test_a", "tests/test_x.py::test_a")
+    assert same_test("tests/test_x.py::test_a", "pkg/tests/test_x.py::test_a")
+    assert same_test("test_x.py::test_a", "test_x.py::test_a")
+    assert not same_test("test_x.py::test_a", "test_x.py::test_b")
+    assert not same_test("test_shared.py::test_first", "test_shared.py::test_second")
+    assert not same_test("atests/test_x.py::test_a", "tests/test_x.py::test_a")
+
