@@ -30,7 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Self
 
-__all__ = ['FAKE_CREATED', 'FakeOpenAI', 'Reply', 'ToolCall']
+__all__ = ['FAKE_CREATED', 'FakeOpenAI', 'HttpError', 'Reply', 'ToolCall']
 
 FAKE_CREATED = 1_700_000_000
 """The fixed `created` timestamp on every response, so recordings are deterministic."""
@@ -90,6 +90,15 @@ class Reply:
         return 'tool_calls' if self.calls else 'stop'
 
 
+@dataclass(frozen=True)
+class HttpError:
+    """One scripted error answer (a 429 with `retry-after`, a 503…), with the headers the SDK reads."""
+
+    status: int
+    headers: dict[str, str] = field(default_factory=dict[str, str])
+    message: str = 'scripted error'
+
+
 def _split(s: str, pieces: int = _STREAM_PIECES) -> list[str]:
     """Split `s` into up to `pieces` non-empty consecutive slices (deterministic)."""
     if not s:
@@ -109,9 +118,11 @@ class FakeOpenAI:
     """
 
     def __init__(
-        self, turns: Iterable[Reply | str] = (), responder: Callable[[dict[str, Any]], Reply] | None = None
+        self,
+        turns: Iterable[Reply | HttpError | str] = (),
+        responder: Callable[[dict[str, Any]], Reply] | None = None,
     ) -> None:
-        self._turns: list[Reply] = [Reply.text(t) if isinstance(t, str) else t for t in turns]
+        self._turns: list[Reply | HttpError] = [Reply.text(t) if isinstance(t, str) else t for t in turns]
         self._responder = responder
         """Answers every request from its body instead of a script (long or concurrent conversations)."""
         self._next = 0
@@ -180,7 +191,7 @@ class FakeOpenAI:
         with self._lock:
             return len(self._turns) - self._next
 
-    def _take(self, body: dict[str, Any]) -> tuple[int, Reply | None]:
+    def _take(self, body: dict[str, Any]) -> tuple[int, Reply | HttpError | None]:
         """Record `body` and pop the next turn; returns (request number, turn or None)."""
         with self._lock:
             self.requests.append(body)
@@ -380,7 +391,14 @@ def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get('Content-Length') or 0)
             return self.rfile.read(length) if length > 0 else b''
 
-        def _send_json(self, status: HTTPStatus, payload: dict[str, Any], *, no_retry: bool = False) -> None:
+        def _send_json(
+            self,
+            status: HTTPStatus | int,
+            payload: dict[str, Any],
+            *,
+            no_retry: bool = False,
+            headers: dict[str, str] | None = None,
+        ) -> None:
             data = json.dumps(payload).encode()
             self.send_response(status)
             self.send_header('Content-Type', 'application/json')
@@ -388,6 +406,8 @@ def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             self.send_header('Connection', 'close')
             if no_retry:
                 self.send_header('x-should-retry', 'false')
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
             self.end_headers()
             self.wfile.write(data)
 
@@ -424,6 +444,10 @@ def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             if turn is None:
                 msg = f'FakeOpenAI script exhausted: request #{number} has no scripted reply'
                 self._error(HTTPStatus.INTERNAL_SERVER_ERROR, msg, 'script_exhausted')
+                return
+            if isinstance(turn, HttpError):
+                error = {'message': turn.message, 'type': 'fake_openai_error', 'param': None, 'code': None}
+                self._send_json(turn.status, {'error': error}, headers=turn.headers)
                 return
             model = str(body.get('model') or 'fake-model')
             if path == _RESPONSES_PATH:

@@ -156,11 +156,25 @@ def transport_error(module: Any, text: str, request: Any) -> Exception:
     return error
 
 
-def _answer(module: Any, request: Any, recorded: HttpExchange, stream: bool) -> Any:
+RETRY_DELAY_HEADERS = ("retry-after", "retry-after-ms")
+SERVED_RETRY_DELAY = {"retry-after-ms": "1"}
+"""What an error answer the recording retried after says to wait, when served: one millisecond.
+
+The SDKs sleep what ``retry-after`` says (or back off from 0.5 s without it) before asking again, so
+a recorded 429 with ``retry-after: 4`` cost every replay 4 s, an Anthropic one with 600 ten minutes.
+How long it waited is not behaviour; *whether* it asked again is, and the SDKs decide that by status,
+``x-should-retry`` and (openai: above 120 s) the delay. So the delay is shortened only where the
+recording shows the SDK did ask again (another answer follows in the same call); a last answer is
+served as recorded, and a replaying SDK that decides differently about it still diverges."""
+
+
+def _answer(module: Any, request: Any, recorded: HttpExchange, stream: bool, retried: bool = False) -> Any:
     if recorded.status == 0:  # the recording got no answer: the transport failed
         raise transport_error(module, recorded.response_body.decode("utf-8", "replace"), request)
     status, headers, body = recorded.status, dict(recorded.response_headers), recorded.response_body
     broken = headers.pop(BROKEN, None)
+    if retried and status >= 400:
+        headers = {k: v for k, v in headers.items() if k not in RETRY_DELAY_HEADERS} | SERVED_RETRY_DELAY
     if stream:  # read as the caller iterates, like a live stream
         source = module.ByteStream(body) if broken is None else _broken_stream(module, body, broken, request)
         return module.Response(status, headers=headers, stream=source, request=request)
@@ -268,7 +282,7 @@ def _serve(module: Any, slot: WireSlot, request: Any, stream: bool) -> Any:
     recorded = slot.answers.popleft()
     ex.status, ex.response_headers, ex.response_body = recorded.status, dict(recorded.response_headers), recorded.response_body
     ex.stream, ex.complete = recorded.stream, True
-    return _answer(module, request, recorded, stream)
+    return _answer(module, request, recorded, stream, retried=bool(slot.answers))
 
 
 def _before(module: Any, request: Any, kwargs: dict[str, Any]) -> tuple[Any, HttpExchange | None]:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from conftest import ROOT
-from fake_openai import FakeOpenAI, Reply
+from fake_openai import FakeOpenAI, HttpError, Reply
 
 from replay.cassette import cassette_path, load
 from replay.wire.store import request_body
@@ -256,6 +256,53 @@ def test_http_requests_that_do_not_match_the_recording_are_a_divergence(
     res = cli("run", "wire/chat")
     assert res.code == 1, res.out + res.err
     assert "main[0]: made 1 HTTP request where the recording has 2" in res.out, res.out
+
+
+def _rate_limited(first: Any, retry_after: str) -> Any:
+    """``first`` as a 429 the SDK was told to wait ``retry_after`` seconds after."""
+    error = {"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}}
+    return first.model_copy(update={
+        "status": 429, "response": json.dumps(error), "stream": False,
+        "response_headers": {"content-type": "application/json", "retry-after": retry_after},
+    })
+
+
+def test_a_recorded_retry_is_replayed_without_its_wait(
+    recorded: dict[str, FakeOpenAI], cli: Callable[..., Any], project: Path
+) -> None:
+    """The SDK slept a recorded ``retry-after: 30`` before asking again on every replay; whether it asks
+    again is the behaviour, how long it waited is not: the served answer says 1 ms."""
+    from replay.cassette import save
+
+    path = cassette_path(project / "cassettes", "wire/chat")
+    c = load(path)
+    (ok,) = c.exchanges[0].wire or ()
+    c.exchanges[0].wire = [_rate_limited(ok, "30"), ok]  # recorded: a 429, the SDK's retry answered
+    save(c, path)
+    res = cli("run", "wire/chat", "--timeout", "10", "--out", project / "results")
+    assert res.code == 0, res.out + res.err
+    replayed = load(cassette_path(project / "results", "wire/chat"))
+    assert [w.status for w in replayed.exchanges[0].wire or ()] == [429, 200]
+    # What the replay captured is the answer as recorded, not the one served.
+    assert (replayed.exchanges[0].wire or ())[0].response_headers["retry-after"] == "30"
+
+
+def test_an_answer_the_sdk_gave_up_on_keeps_its_wait(
+    recorded: dict[str, FakeOpenAI], cli: Callable[..., Any], project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last answer of a call is served as recorded: the openai SDK refuses to retry past 120 s, and
+    a shortened wait would have made the replay ask again (a divergence the harness did not cause)."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEYS["OPENAI_API_KEY"])
+    with FakeOpenAI([HttpError(429, {"retry-after": "3600"}, "Rate limit reached")]) as srv:
+        monkeypatch.setenv("FAKE_BASE_URL", srv.root_url)
+        res = cli("record", "--force", "wire/server_error")
+        assert res.code == 0 and "outcome ok" in res.out, res.out + res.err
+        assert len(srv.requests) == 1, "the SDK gave up at once"
+    monkeypatch.setenv("FAKE_BASE_URL", UNROUTABLE)
+    c = load(cassette_path(project / "cassettes", "wire/server_error"))
+    assert c.outcome.output == "handled 429"
+    res = cli("run", "wire/server_error", "--timeout", "10")
+    assert res.code == 0, res.out + res.err
 
 
 def test_cassettes_without_wire_records_replay_at_the_model_level(
