@@ -308,14 +308,28 @@ def _violations_text(found: Sequence[invariants.Violation], flag: str = "--accep
 
 
 def changed_calls(d: Diff) -> set[tuple[str, int]]:
-    """The calls a replay sent another request than recorded: in its messages, or only in the bytes its
-    provider mapping built (``reasoning_effort: low → minimal``, another query string)."""
-    return {(q.role, q.index) for q in d.requests if q.status != "removed"} | {(w.role, w.index) for w in d.wire}
+    """The replay's calls (its own indices) that sent another request than recorded: in its messages,
+    or only in the bytes its provider mapping built (``reasoning_effort: low → minimal``, another query
+    string). The diff labels a pair by the recording's index; concurrent conversations replayed in
+    another interleaving put the same call at another index in the replay."""
+    changed = {(q.role, q.index) for q in d.requests if q.status == "changed"} | {(w.role, w.index) for w in d.wire}
+    added = {(q.role, q.index) for q in d.requests if q.status == "added"}  # numbered by the replay already
+    return {_in_replay(d, key) for key in changed} | added
 
 
-def _mark_carried_over(recorded: Cassette, result: Cassette, changed: set[tuple[str, int]]) -> int:
-    """Flag the answers the replay served to a request other than the one they were recorded for."""
+def _in_replay(d: Diff, key: tuple[str, int]) -> tuple[str, int]:
+    return key[0], d.paired.get(key, key[1])
+
+
+def _mark_carried_over(
+    recorded: Cassette, result: Cassette, changed: set[tuple[str, int]], d: Diff | None = None
+) -> int:
+    """Flag the answers the replay served to a request other than the one they were recorded for
+    (``changed``: the replay's own indices, :func:`changed_calls`); a mark the recording had moves with
+    its call."""
     before = {(ex.role, ex.index) for ex in recorded.exchanges if ex.carried_over}
+    if d is not None:
+        before = {_in_replay(d, key) for key in before}
     marked = 0
     for ex in result.exchanges:
         key = (ex.role, ex.index)
@@ -397,7 +411,7 @@ def accept(
             out.append(AcceptOutcome(sid, "not accepted", undeclared))
             continue
         changed = changed_calls(r.diff)
-        marked = _mark_carried_over(recorded, result, changed)
+        marked = _mark_carried_over(recorded, result, changed, r.diff)
         save(result, path)  # read with these limits already (above): readable as it stands
         note = f"; {marked} answer(s) carried over from a different request" if marked else ""
         out.append(AcceptOutcome(sid, "accepted", f"-> {path}{note}"))

@@ -295,7 +295,7 @@ class TestCassette:
                 accepted = finalize(self.session.cassette)
                 # an answer served to a request it was not recorded for: marked, as `replay run --accept` does for
                 # a provider's (the CLI re-records in-process models; a test cannot be re-run from here)
-                _mark_carried_over(self.recorded, accepted, changed_calls(d))
+                _mark_carried_over(self.recorded, accepted, changed_calls(d), d)
                 self._write(accepted)
                 return "accepted", [f"harness-replay: accepted {self.nodeid} -> {shown(self.path)}"]
             if self.accept and not d.notes and passed and regression:
