@@ -30,7 +30,7 @@ from ..cassette import Cassette, Exchange, encode_big_int, paused_gc
 from ..scenario import stable_name
 from ..scrub import PLACEHOLDER_RE
 from ._schema import EMPTY, Choice, Schema, compile_schema, installed_schema, merge
-from ._unsent import sent_message, sent_parameters, sent_part
+from ._unsent import as_auto, sent_message, sent_parameters, sent_part, thinks
 
 VOLATILE_KEYS = frozenset(
     {
@@ -516,9 +516,10 @@ def _normalise(cassette: Cassette, rules: Rules, schema: Schema | None, conversa
         n.value(sent_parameters(b), parameters_kind) if i in params else n.settings(b) if i in settings else n.value(b, ANY_CLASS)
         for i, b in enumerate(cassette.blobs)
     ]
+    kept = _kept_modes(cassette, blobs)
     requests: dict[str, list[NormalRequest]] = {}
     for ex in exchanges:
-        body, key = _request(ex, cassette, messages, message_digests, blobs, n)
+        body, key = _request(ex, cassette, messages, message_digests, blobs, n, kept.get(ex.seq))
         requests.setdefault(ex.role, []).append(NormalRequest(ex.role, ex.index, ex.kind, body, key, ex.messages))
     return NormalCassette(
         scenario_id=cassette.header.scenario_id,
@@ -537,6 +538,33 @@ def _normalise(cassette: Cassette, rules: Rules, schema: Schema | None, conversa
             for h in cassette.histories
         ],
     )
+
+
+def _kept_modes(cassette: Cassette, blobs: list[Any]) -> dict[int, Any]:
+    """Parameters (by exchange ``seq``) that state a run's kept output mode, as its ``auto`` requests state it.
+
+    Slim 2.58+ resolves a structured ``output_type``'s ``auto`` mode on a run's first request and hands the
+    later ones of that run (same model) the resolution already applied (``tool``, ``allow_text_output=False``),
+    where older slims sent ``auto`` and the model resolved it the same way in ``prepare_request`` before
+    anything reached the provider: every tool-then-output run across 2.58 read ``changed``. A request that
+    thinks is left as recorded: there ``auto`` can resolve to another mode than the run's first request did.
+    """
+    out: dict[int, Any] = {}
+    auto: set[tuple[int, str | None]] = set()
+    for ex in cassette.exchanges:
+        if ex.run is None or ex.parameters is None:
+            continue
+        params = blobs[ex.parameters]
+        if type(params) is not dict:
+            continue
+        key = (ex.run, ex.model_name)
+        if params.get("output_mode") == "auto":
+            auto.add(key)
+        elif key in auto and not thinks(blobs[ex.settings] if ex.settings is not None else None):
+            resolved = as_auto(params)
+            if resolved is not None:
+                out[ex.seq] = resolved
+    return out
 
 
 def _visit_order(cassette: Cassette, exchanges: list[Exchange]) -> list[int]:
@@ -598,6 +626,7 @@ def _request(
     message_digests: list[bytes],
     blobs: list[Any],
     n: Normaliser,
+    parameters: Any = None,
 ) -> tuple[dict[str, Any], bytes]:
     body: dict[str, Any] = {"kind": ex.kind}
     if ex.model_name:
@@ -605,7 +634,9 @@ def _request(
     body["messages"] = [messages[i] for i in ex.messages]
     if ex.settings is not None and blobs[ex.settings]:
         body["settings"] = blobs[ex.settings]
-    if ex.parameters is not None and blobs[ex.parameters]:
+    if parameters is not None:
+        body["parameters"] = parameters
+    elif ex.parameters is not None and blobs[ex.parameters]:
         body["parameters"] = blobs[ex.parameters]
     if ex.instructions:
         body["instructions"] = ex.instructions

@@ -134,3 +134,44 @@ def _sent_tool(tool: dict[str, Any], drop: tuple[str, ...]) -> dict[str, Any]:
     if core_kind(tool.get("tool_kind")):
         out["tool_kind"] = tool["tool_kind"]
     return out
+
+
+_RESOLVED_MODES = frozenset({"tool", "native", "prompted"})
+
+
+def thinks(settings: Any) -> bool:
+    """Whether model settings ask the model to think (``thinking``, ``anthropic_thinking``,
+    ``openai_reasoning_effort``…): there the mode an ``auto`` request resolves to can follow the request."""
+    return type(settings) is dict and any(
+        type(k) is str and ("thinking" in k or "reasoning" in k) and v not in (None, False) for k, v in settings.items()
+    )
+
+
+def as_auto(parameters: Any) -> Any:
+    """Parameters whose output mode a run kept from its first request, as that ``auto`` request stated them.
+
+    A structured ``output_type`` that picks no mode is sent as ``output_mode='auto'``; the model resolves
+    it in ``prepare_request`` (``with_default_output_mode``: ``tool`` with ``allow_text_output=False`` for
+    most profiles) before anything goes to the provider. Slim 2.58 resolves it once per run instead
+    (``_keep_default_output_mode``) and hands every later request the first one's resolution, already
+    applied: the same request, stated resolved. Returns None when ``parameters`` are no such resolution
+    (another mode, or an ``allow_text_output`` that ``with_default_output_mode`` would not have set)."""
+    if type(parameters) is not dict:
+        return None
+    mode = parameters.get("output_mode")
+    if type(mode) is not str or mode not in _RESOLVED_MODES:
+        return None
+    if parameters.get("allow_text_output", True) is not (mode != "tool"):
+        return None
+    out = {k: v for k, v in parameters.items() if k != "allow_text_output"}
+    out["output_mode"] = "auto"
+    return out
+
+
+def kept_from(first: Any, later: Any) -> bool:
+    """Whether ``later`` is ``first``, an ``auto`` request's parameters, with the mode its run kept applied
+    (:func:`as_auto`), and nothing else changed."""
+    if type(first) is not dict or first.get("output_mode") != "auto" or first.get("allow_text_output", True) is not True:
+        return False
+    resolved = as_auto(later)
+    return resolved is not None and resolved == {k: v for k, v in first.items() if k != "allow_text_output"}

@@ -25,7 +25,7 @@ from .._conversations import Predecessors
 from .._facts import current, derive, volatile
 from ..cassette import Cassette, Exchange
 from ..errors import ReplayUsageError
-from ..normaliser._unsent import sent_message, sent_parameters, sent_part
+from ..normaliser._unsent import kept_from, sent_message, sent_parameters, sent_part, thinks
 
 _SENDS = ("request", "request_stream")
 
@@ -238,12 +238,21 @@ class _Sent:
         self._params: dict[int, Any] = {}
         self._messages: dict[int, Any] = {}
 
-    def parameters(self, a: int | None, b: int | None) -> bool:
+    def parameters(self, a: int | None, b: int | None, later: Exchange | None = None) -> bool:
+        """Whether parameter sets ``a`` and ``b`` are the same to the provider. With ``later``, the request of the
+        two that came second in one run: its run's ``auto`` output mode stated resolved (slim 2.58+) is what
+        the model resolved the earlier ``auto`` to before sending it (``_unsent.as_auto``)."""
         if a == b:
             return True
         if a is None or b is None:
             return False
-        return bool(self._param(a) == self._param(b))
+        pa, pb = self._param(a), self._param(b)
+        if pa == pb:
+            return True
+        if later is None or later.run is None or thinks(self.c.blobs[later.settings] if later.settings is not None else None):
+            return False
+        first, second = (pb, pa) if later.parameters == a else (pa, pb)
+        return kept_from(first, second)
 
     def _param(self, i: int) -> Any:
         found = self._params.get(i, _NOT_LOADED_YET)
@@ -259,6 +268,13 @@ class _Sent:
         if found is _NOT_LOADED_YET:
             found = self._messages[i] = _unstamped(_without_cache_points(sent_message(self.c.messages[i])))
         return found
+
+
+def _same_run(later: Exchange, earlier: Exchange) -> Exchange | None:
+    """``later`` when the two requests are one run's, to one model (a run keeps its output mode per model)."""
+    if later.run is not None and later.run == earlier.run and later.model_name == earlier.model_name:
+        return later
+    return None
 
 
 def _without_cache_points(message: Any) -> Any:
@@ -352,7 +368,7 @@ def _request_costs(c: Cassette, tokenizer: Tokenizer | None) -> list[RequestCost
                 for i in prev.messages if prev is not None else ():
                     sums.append(sums[-1] + sizes(i))
             shared, partial = 0, 0
-            if prev is not None and sent.parameters(ex.parameters, prev.parameters):
+            if prev is not None and sent.parameters(ex.parameters, prev.parameters, _same_run(ex, prev)):
                 limit = min(len(prev.messages), len(ex.messages))
                 pm, em = prev.messages, ex.messages
                 while shared < limit and (pm[shared] == em[shared] or sent.message(pm[shared], em[shared])):
@@ -409,7 +425,7 @@ def broken_prefixes(c: Cassette, costs: Iterable[RequestCost] | None = None) -> 
         last = len(ex_prev.messages) - 1
         edited_history = cost.diverged_at < last or (
             cost.diverged_at == last < len(ex.messages)
-            and sent.parameters(ex.parameters, ex_prev.parameters)  # else the tools moved, not the message
+            and sent.parameters(ex.parameters, ex_prev.parameters, _same_run(ex, ex_prev))  # else the tools moved, not the message
             and not _left_out_only(c.messages[ex_prev.messages[last]], c.messages[ex.messages[last]])
         )
         if len(ex.messages) >= len(ex_prev.messages) and edited_history and cost.cached < prev.tokens:

@@ -409,3 +409,46 @@ def test_a_request_id_in_a_providers_error_message_is_not_a_change() -> None:
     assert not diff(said("req_011CSHoEeqs5C35K2UUqR7Fy"), said("req_011CV9x2Lm7QpRtYz3AbCdEf")).changed
     assert diff(said("req_c1f6ab4c9d57ec054b1d9a3422d55f13"), _http_error_cassette(
         "pydantic_ai.exceptions.ModelServerError", {}, "Another error.")).changed
+
+
+# --------------------------------------------------------------------------- a run's kept output mode (slim 2.58)
+
+
+def _run_of_two(first: dict[str, object], later: dict[str, object], *, settings: dict[str, object] | None = None,
+                runs: tuple[int, int] = (0, 0)) -> Cassette:
+    b = CassetteBuilder(Header(scenario_id="unit/s", schema_defaults=installed_schema()))
+    s = b.blob(settings) if settings is not None else None
+    for seq, (params, run) in enumerate(zip((first, later), runs)):
+        b.cassette.exchanges.append(Exchange(seq=seq, role="main", index=seq, kind="request", model_name="function:m:",
+                                             parameters=b.blob(params), settings=s, run=run))
+    return b.cassette
+
+
+_OUT = {"function_tools": [{"name": "lookup"}], "output_tools": [{"name": "final_result"}]}
+_AUTO = {**_OUT, "output_mode": "auto", "allow_text_output": True}
+_KEPT = {**_OUT, "output_mode": "tool", "allow_text_output": False}
+
+
+def test_a_runs_kept_output_mode_is_the_auto_its_model_resolved_alike() -> None:
+    """Slim 2.58 hands a run's later requests the mode its first ``auto`` request resolved to (``tool``,
+    ``allow_text_output=False``); older slims sent ``auto`` and the model's ``prepare_request`` resolved it
+    to the same before anything was sent. Every tool-then-output run across 2.58 read ``changed``."""
+    old, new = normalise(_run_of_two(_AUTO, _AUTO)), normalise(_run_of_two(_AUTO, _KEPT))
+    assert [r.body for r in old.requests["main"]] == [r.body for r in new.requests["main"]]
+    assert [r.digest for r in old.requests["main"]] == [r.digest for r in new.requests["main"]]
+
+
+def test_an_output_mode_not_kept_from_an_auto_request_is_still_compared() -> None:
+    """Only a resolution of the same run's ``auto``: a run that states ``tool`` from its first request
+    (``ToolOutput``), another run's, a request that thinks, or a mode with the wrong ``allow_text_output``."""
+    auto = [r.body for r in normalise(_run_of_two(_AUTO, _AUTO)).requests["main"]]
+    for cassette in (
+        _run_of_two(_KEPT, _KEPT),
+        _run_of_two(_AUTO, _KEPT, runs=(0, 1)),
+        _run_of_two(_AUTO, {**_OUT, "output_mode": "tool", "allow_text_output": True}),
+        _run_of_two(_AUTO, {**_OUT, "output_mode": "native", "allow_text_output": False}),
+    ):
+        assert [r.body for r in normalise(cassette).requests["main"]] != auto
+    thinking = {"thinking": "high"}
+    assert [r.body for r in normalise(_run_of_two(_AUTO, _KEPT, settings=thinking)).requests["main"]] != \
+        [r.body for r in normalise(_run_of_two(_AUTO, _AUTO, settings=thinking)).requests["main"]]
