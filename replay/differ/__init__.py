@@ -227,7 +227,9 @@ def _changes(prefix: str, a: Any, b: Any) -> list[Change]:
         return [one]
     from deepdiff import DeepDiff  # imported when something differs: an all-same diff never pays for it
 
-    dd = DeepDiff(a, b, view="tree", verbose_level=2, threshold_to_diff_deeper=0)
+    # ignore_private_variables: DeepDiff's default leaves out every dict key that starts with ``__``, so a
+    # tool's ``{"__typename": "User"}`` that became ``"Admin"`` was no change, and the request read ``same``.
+    dd = DeepDiff(a, b, view="tree", verbose_level=2, threshold_to_diff_deeper=0, ignore_private_variables=False)
     out = []
     for report, items in dd.tree.items():
         kind = _KINDS.get(report, "changed")
@@ -235,6 +237,8 @@ def _changes(prefix: str, a: Any, b: Any) -> list[Change]:
             old = None if kind == "added" else item.t1
             new = None if kind == "removed" else item.t2
             out.append(Change(_join(prefix, item.path(output_format="list")), kind, old, new))
+    if not out:  # values that differ (``same_value``) in a way DeepDiff does not report: the whole value changed
+        out.append(Change(prefix, "changed" if type(a) is type(b) else "type", a, b))
     return out
 
 

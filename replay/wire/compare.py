@@ -144,7 +144,9 @@ def _deep(prefix: list[Any], a: Any, b: Any) -> list[tuple[str, Kind, Any, Any]]
     from deepdiff import DeepDiff
 
     out: list[tuple[str, Kind, Any, Any]] = []
-    tree = DeepDiff(a, b, view="tree", verbose_level=2)
+    # ignore_private_variables: DeepDiff's default leaves out dict keys that start with ``__`` (a tool_use
+    # block's ``input`` of ``{"__typename": …}``), which made a body that differs there read the same.
+    tree = DeepDiff(a, b, view="tree", verbose_level=2, ignore_private_variables=False)
     for kind, items in tree.items():
         for item in items:
             path = _path(prefix + list(item.path(output_format="list")))
@@ -154,6 +156,8 @@ def _deep(prefix: list[Any], a: Any, b: Any) -> list[tuple[str, Kind, Any, Any]]
                 out.append((path, "removed", item.t1, None))
             else:
                 out.append((path, "changed", item.t1, item.t2))
+    if not out and a != b:  # a difference DeepDiff does not report: the whole value changed
+        out.append((_path(prefix), "changed", a, b))
     return out
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from replay.cassette import Cassette, CassetteBuilder, Exchange, Header, Outcome
+from replay.cassette import Cassette, CassetteBuilder, Exchange, Header, ObservationRecord, Outcome
 from replay.differ import diff
 
 
@@ -350,3 +350,26 @@ def test_one_tool_call_held_as_text_and_as_a_dict_is_the_same_request() -> None:
     assert not diff(one('{"a":1,"b":2}'), one({"a": 1, "b": 2})).changed
     d = diff(one('{"a":1,"b":2}'), one({"a": 1, "b": 5}))
     assert d.changed and [c.path for r in d.requests for c in r.changes] == ["main[0].messages[1].parts[0].args.b"]
+
+
+def test_a_key_that_starts_with_two_underscores_is_compared() -> None:
+    """DeepDiff leaves out ``__``-keys by default (its "private variables"): a GraphQL tool's return
+    ``{"__typename": "User"}`` sent as ``"Admin"``, and an observation of it, read ``same``."""
+
+    def with_return(typename: str) -> Cassette:
+        b = CassetteBuilder(Header(scenario_id="unit/d", roles={"main": "scenarios.x"}))
+        call = {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "user", "args": {"id": 1}, "tool_call_id": "g1"}]}
+        sent = [{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "who?"}]}, call,
+                {"kind": "request", "parts": [{"part_kind": "tool-return", "tool_name": "user", "tool_call_id": "g1",
+                                               "content": {"__typename": typename, "id": 1}}]}]
+        b.cassette.exchanges.append(Exchange(seq=0, role="main", index=0, kind="request", messages=b.messages(sent),
+                                             response=b.message({"kind": "response", "parts": [{"part_kind": "text", "content": "ok"}]})))
+        b.cassette.outcome = Outcome(status="ok", output="ok")
+        b.cassette.observations = [ObservationRecord(name="node", value={"__typename": typename})]
+        return b.cassette
+
+    d = diff(with_return("User"), with_return("Admin"))
+    assert d.changed
+    (req,) = d.requests
+    assert [c.path for c in req.changes] == ["main[0].messages[2].parts[0].content.__typename"]
+    assert [(c.path, c.old, c.new) for c in d.observations] == [("observations.node.__typename", "User", "Admin")]

@@ -160,3 +160,14 @@ def test_an_empty_text_is_shown_quoted() -> None:
 
     assert WireChange("main", 0, "messages[2].content", "changed", 0, "").describe().endswith(": 0 → \"\"")
     assert _pair("", None) == ('""', "null") and _pair(" ", "x") == ('" "', "x") and _pair("U11", None) == ("U11", "null")
+
+
+def test_a_key_that_starts_with_two_underscores_is_compared() -> None:
+    """DeepDiff leaves out ``__``-keys by default (its "private variables"): a tool_use block's input of
+    ``{"__typename": "User"}`` that became ``"Admin"`` made the bodies read the same."""
+    def body(typename: str) -> dict[str, Any]:
+        return {"model": "claude", "messages": [USER, {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "user", "input": {"__typename": typename, "id": 1}}]}]}
+
+    changes = compare(cassette(body("User")), cassette(body("Admin")))
+    assert [(c.path, c.kind) for c in changes] == [("messages[1].content[0].input.__typename", "changed")]
