@@ -384,7 +384,7 @@ class _Differ:
             entries = _moved_across_messages(entries, refs, ma, mb)
         rest_a = {k: v for k, v in qa.body.items() if k != "messages"}
         rest_b = {k: v for k, v in qb.body.items() if k != "messages"}
-        if rest_a != rest_b:
+        if not same_value(rest_a, rest_b):  # by type too: ``!=`` has ``0 == False`` (a tool schema's default)
             key = (digest(rest_a), digest(rest_b))
             rest = self._rest.get(key)
             if rest is None:

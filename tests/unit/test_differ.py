@@ -373,3 +373,23 @@ def test_a_key_that_starts_with_two_underscores_is_compared() -> None:
     (req,) = d.requests
     assert [c.path for c in req.changes] == ["main[0].messages[2].parts[0].content.__typename"]
     assert [(c.path, c.old, c.new) for c in d.observations] == [("observations.node.__typename", "User", "Admin")]
+
+
+def test_request_fields_beside_the_messages_compare_by_type() -> None:
+    """A tool schema's ``"default": 0`` sent as ``false`` is another schema (values compare by type): the
+    request's fields beside its messages were compared with ``!=``, where ``0 == False``, and read ``same``."""
+
+    def with_default(default: object) -> Cassette:
+        b = CassetteBuilder(Header(scenario_id="unit/d", roles={"main": "scenarios.x"}))
+        schema = {"type": "object", "properties": {"deep": {"default": default}}}
+        params = {"function_tools": [{"name": "search", "parameters_json_schema": schema}], "output_mode": "text"}
+        b.cassette.exchanges.append(Exchange(seq=0, role="main", index=0, kind="request", parameters=b.blob(params),
+                                             messages=b.messages([{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "q"}]}])))
+        b.cassette.outcome = Outcome(status="ok", output="ok")
+        return b.cassette
+
+    d = diff(with_default(0), with_default(False))
+    assert d.changed
+    (req,) = d.requests
+    assert [(c.path, c.kind, c.old, c.new) for c in req.changes] == [
+        ("main[0].parameters.function_tools[0].parameters_json_schema.properties.deep.default", "type", 0, False)]
