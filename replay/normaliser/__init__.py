@@ -30,7 +30,7 @@ from ..cassette import Cassette, Exchange, encode_big_int, paused_gc
 from ..scenario import stable_name
 from ..scrub import PLACEHOLDER_RE
 from ._schema import EMPTY, Choice, Schema, compile_schema, installed_schema, merge
-from ._unsent import as_auto, sent_message, sent_parameters, sent_part, thinks
+from ._unsent import as_auto, kept_modes, sent_message, sent_parameters, sent_part
 
 VOLATILE_KEYS = frozenset(
     {
@@ -516,7 +516,9 @@ def _normalise(cassette: Cassette, rules: Rules, schema: Schema | None, conversa
         n.value(sent_parameters(b), parameters_kind) if i in params else n.settings(b) if i in settings else n.value(b, ANY_CLASS)
         for i, b in enumerate(cassette.blobs)
     ]
-    kept = _kept_modes(cassette, blobs)
+    # A run's kept output mode stated as the ``auto`` it was kept from (``_unsent.kept_modes``).
+    seqs = kept_modes(cassette.exchanges, blobs.__getitem__, blobs.__getitem__)
+    kept = {ex.seq: as_auto(blobs[ex.parameters]) for ex in cassette.exchanges if ex.seq in seqs and ex.parameters is not None}
     requests: dict[str, list[NormalRequest]] = {}
     for ex in exchanges:
         body, key = _request(ex, cassette, messages, message_digests, blobs, n, kept.get(ex.seq))
@@ -538,33 +540,6 @@ def _normalise(cassette: Cassette, rules: Rules, schema: Schema | None, conversa
             for h in cassette.histories
         ],
     )
-
-
-def _kept_modes(cassette: Cassette, blobs: list[Any]) -> dict[int, Any]:
-    """Parameters (by exchange ``seq``) that state a run's kept output mode, as its ``auto`` requests state it.
-
-    Slim 2.58+ resolves a structured ``output_type``'s ``auto`` mode on a run's first request and hands the
-    later ones of that run (same model) the resolution already applied (``tool``, ``allow_text_output=False``),
-    where older slims sent ``auto`` and the model resolved it the same way in ``prepare_request`` before
-    anything reached the provider: every tool-then-output run across 2.58 read ``changed``. A request that
-    thinks is left as recorded: there ``auto`` can resolve to another mode than the run's first request did.
-    """
-    out: dict[int, Any] = {}
-    auto: set[tuple[int, str | None]] = set()
-    for ex in cassette.exchanges:
-        if ex.run is None or ex.parameters is None:
-            continue
-        params = blobs[ex.parameters]
-        if type(params) is not dict:
-            continue
-        key = (ex.run, ex.model_name)
-        if params.get("output_mode") == "auto":
-            auto.add(key)
-        elif key in auto and not thinks(blobs[ex.settings] if ex.settings is not None else None):
-            resolved = as_auto(params)
-            if resolved is not None:
-                out[ex.seq] = resolved
-    return out
 
 
 def _visit_order(cassette: Cassette, exchanges: list[Exchange]) -> list[int]:

@@ -31,6 +31,7 @@ remove (the common case costs a few lookups).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
 
@@ -168,10 +169,38 @@ def as_auto(parameters: Any) -> Any:
     return out
 
 
-def kept_from(first: Any, later: Any) -> bool:
-    """Whether ``later`` is ``first``, an ``auto`` request's parameters, with the mode its run kept applied
-    (:func:`as_auto`), and nothing else changed."""
-    if type(first) is not dict or first.get("output_mode") != "auto" or first.get("allow_text_output", True) is not True:
-        return False
-    resolved = as_auto(later)
-    return resolved is not None and resolved == {k: v for k, v in first.items() if k != "allow_text_output"}
+def auto_stated(parameters: Any) -> Any:
+    """Parameters as one ``auto`` request states them: a run's kept resolution (:func:`as_auto`) as the
+    ``auto`` it was kept from, an ``auto`` request's ``allow_text_output=True`` (its default) left out."""
+    resolved = as_auto(parameters)
+    if resolved is not None:
+        return resolved
+    if type(parameters) is dict and parameters.get("output_mode") == "auto" and parameters.get("allow_text_output") is True:
+        return {k: v for k, v in parameters.items() if k != "allow_text_output"}
+    return parameters
+
+
+def kept_modes(exchanges: Iterable[Any], parameters: Callable[[int], Any], settings: Callable[[int], Any]) -> set[int]:
+    """The ``seq`` of each request whose parameters state the output mode its run kept (slim 2.58+).
+
+    Slim 2.58 resolves a structured ``output_type``'s ``auto`` mode on a run's first request and hands the
+    later requests of that run (same model) the resolution already applied (``tool``, ``allow_text_output=False``),
+    where older slims sent ``auto`` and the model resolved it the same way in ``prepare_request`` before
+    anything reached the provider: every tool-then-output run across 2.58 read ``changed``. A request of a run
+    that never stated ``auto``, and one that thinks (there ``auto`` can resolve to another mode than the run's
+    first request did), are not among them. ``parameters``/``settings``: a blob index to its value.
+    """
+    out: set[int] = set()
+    auto: set[tuple[int, Any]] = set()
+    for ex in exchanges:
+        if ex.run is None or ex.parameters is None:
+            continue
+        params = parameters(ex.parameters)
+        if type(params) is not dict:
+            continue
+        key = (ex.run, ex.model_name)
+        if params.get("output_mode") == "auto":
+            auto.add(key)
+        elif key in auto and as_auto(params) is not None and not thinks(settings(ex.settings) if ex.settings is not None else None):
+            out.add(ex.seq)
+    return out

@@ -13,6 +13,7 @@ one ruler; the price table in ``[tool.replay] prices`` turns them into money.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from .._conversations import Predecessors
 from .._facts import current, derive, volatile
 from ..cassette import Cassette, Exchange
 from ..errors import ReplayUsageError
-from ..normaliser._unsent import kept_from, sent_message, sent_parameters, sent_part, thinks
+from ..normaliser._unsent import auto_stated, kept_modes, sent_message, sent_parameters, sent_part, thinks
 
 _SENDS = ("request", "request_stream")
 
@@ -235,30 +236,34 @@ class _Sent:
 
     def __init__(self, c: Cassette) -> None:
         self.c = c
-        self._params: dict[int, Any] = {}
+        self._params: dict[tuple[int, bool], Any] = {}
         self._messages: dict[int, Any] = {}
 
-    def parameters(self, a: int | None, b: int | None, later: Exchange | None = None) -> bool:
-        """Whether parameter sets ``a`` and ``b`` are the same to the provider. With ``later``, the request of the
-        two that came second in one run: its run's ``auto`` output mode stated resolved (slim 2.58+) is what
-        the model resolved the earlier ``auto`` to before sending it (``_unsent.as_auto``)."""
-        if a == b:
+    def parameters(self, a: Exchange, b: Exchange) -> bool:
+        """Whether two requests' parameters are the same to the provider: an ``auto`` output mode and a run's
+        kept resolution of it (slim 2.58+, ``_unsent.kept_modes``) are, the model resolving ``auto`` alike."""
+        if a.parameters == b.parameters:
             return True
-        if a is None or b is None:
+        if a.parameters is None or b.parameters is None:
             return False
-        pa, pb = self._param(a), self._param(b)
-        if pa == pb:
-            return True
-        if later is None or later.run is None or thinks(self.c.blobs[later.settings] if later.settings is not None else None):
-            return False
-        first, second = (pb, pa) if later.parameters == a else (pa, pb)
-        return kept_from(first, second)
+        return bool(self._param(a) == self._param(b))
 
-    def _param(self, i: int) -> Any:
-        found = self._params.get(i, _NOT_LOADED_YET)
+    def _param(self, ex: Exchange) -> Any:
+        i = ex.parameters
+        assert i is not None
+        raw = self.c.blobs[i]
+        # a run's kept mode, or an ``auto`` that does not think (one that does may resolve to another mode)
+        canon = ex.seq in self._kept or (_auto(raw) and not thinks(self.c.blobs[ex.settings] if ex.settings is not None else None))
+        found = self._params.get((i, canon), _NOT_LOADED_YET)
         if found is _NOT_LOADED_YET:
-            found = self._params[i] = sent_parameters(self.c.blobs[i])
+            value = sent_parameters(raw)
+            found = self._params[(i, canon)] = auto_stated(value) if canon else value
         return found
+
+    @functools.cached_property
+    def _kept(self) -> set[int]:
+        blobs = self.c.blobs
+        return kept_modes(self.c.exchanges, blobs.__getitem__, blobs.__getitem__)
 
     def message(self, a: int, b: int) -> bool:
         return a == b or self._message(a) == self._message(b)
@@ -270,11 +275,8 @@ class _Sent:
         return found
 
 
-def _same_run(later: Exchange, earlier: Exchange) -> Exchange | None:
-    """``later`` when the two requests are one run's, to one model (a run keeps its output mode per model)."""
-    if later.run is not None and later.run == earlier.run and later.model_name == earlier.model_name:
-        return later
-    return None
+def _auto(parameters: Any) -> bool:
+    return type(parameters) is dict and parameters.get("output_mode") == "auto"
 
 
 def _without_cache_points(message: Any) -> Any:
@@ -368,7 +370,7 @@ def _request_costs(c: Cassette, tokenizer: Tokenizer | None) -> list[RequestCost
                 for i in prev.messages if prev is not None else ():
                     sums.append(sums[-1] + sizes(i))
             shared, partial = 0, 0
-            if prev is not None and sent.parameters(ex.parameters, prev.parameters, _same_run(ex, prev)):
+            if prev is not None and sent.parameters(ex, prev):
                 limit = min(len(prev.messages), len(ex.messages))
                 pm, em = prev.messages, ex.messages
                 while shared < limit and (pm[shared] == em[shared] or sent.message(pm[shared], em[shared])):
@@ -425,7 +427,7 @@ def broken_prefixes(c: Cassette, costs: Iterable[RequestCost] | None = None) -> 
         last = len(ex_prev.messages) - 1
         edited_history = cost.diverged_at < last or (
             cost.diverged_at == last < len(ex.messages)
-            and sent.parameters(ex.parameters, ex_prev.parameters, _same_run(ex, ex_prev))  # else the tools moved, not the message
+            and sent.parameters(ex, ex_prev)  # else the tools moved, not the message
             and not _left_out_only(c.messages[ex_prev.messages[last]], c.messages[ex.messages[last]])
         )
         if len(ex.messages) >= len(ex_prev.messages) and edited_history and cost.cached < prev.tokens:

@@ -134,6 +134,20 @@ def test_structured_output_mode_a_run_keeps_is_the_auto_the_model_resolved(cli) 
         assert doc["cache"] == [] and doc["tokens"][0] == doc["tokens"][1], (old, doc["tokens"])
 
 
+def test_structured_output_turns_are_no_change_and_no_cache_bust(cli) -> None:
+    """Two structured-output turns, each calling a tool first, recorded on 0.54, 0.56, 0.59 and 0.62: slim
+    2.58+ states the first run's kept mode (``tool``) on its second request and ``auto`` on the next run's first,
+    which the model resolves alike. Read as a move of the tools sent, the second turn of every 2.58+ recording
+    was a ``cache_prefix_broken`` of its own (``replay check``), and new against every older recording."""
+    for old in VERSIONS:
+        assert _check_json(cli, FIXTURES / f"harness-{old}/trust/structured_turns.cassette") == [], old
+        for new in VERSIONS:
+            doc = _diff_json(cli, FIXTURES / f"harness-{old}/trust/structured_turns.cassette",
+                             FIXTURES / f"harness-{new}/trust/structured_turns.cassette")
+            assert not doc["changed"] and doc["requests"] == [] and doc["cache"] == [], (old, new, doc["requests"], doc["cache"])
+            assert doc["tokens"][0] == doc["tokens"][1], (old, new, doc["tokens"])
+
+
 def test_sub_agents_are_roles_of_their_own_and_the_same_on_every_version(cli) -> None:
     """SubAgents: each delegate's requests are tagged with its agent's name, on every version."""
     for old in VERSIONS:
@@ -171,7 +185,7 @@ def test_every_trust_scenario_replays_same_on_the_installed_version_three_times(
     for _ in range(3):
         r = cli("run", FIXTURES / "scenarios" / "trust.py", "--cassettes", FIXTURES / "harness-0.62.0", "--format", "json")
         statuses = {sid: cell["status"] for sid, cell in json.loads(r.out)["scenarios"].items()}
-        assert len(statuses) == 20 and set(statuses.values()) == {"same"}, statuses
+        assert len(statuses) == 21 and set(statuses.values()) == {"same"}, statuses
 
 
 def test_what_the_model_is_never_sent_is_not_a_change(cli) -> None:

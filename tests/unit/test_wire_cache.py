@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from replay.cassette import load
+from replay.cassette import Cassette, CassetteBuilder, Exchange, Header, load
 from replay.differ import diff
 from replay.errors import ReplayUsageError
 from replay.invariants import run_checks
@@ -238,3 +238,33 @@ def test_a_bad_tokenizer_is_one_line_naming_the_file(spec: str, problem: str) ->
     with pytest.raises(ReplayUsageError) as err:
         tokenizer_from(spec, Path("pyproject.toml"))
     assert str(err.value).startswith("pyproject.toml: [tool.replay] tokenizer") and problem in str(err.value)
+
+
+def _structured_turns(later_settings: dict[str, object] | None = None) -> Cassette:
+    """Two runs of one conversation: each an ``auto`` request, then the run's kept ``tool`` (slim 2.58+)."""
+    b = CassetteBuilder(Header(scenario_id="unit/turns"))
+    auto = b.blob({"function_tools": [{"name": "weather"}], "output_tools": [{"name": "final_result"}],
+                   "output_mode": "auto", "allow_text_output": True})
+    kept = b.blob({"function_tools": [{"name": "weather"}], "output_tools": [{"name": "final_result"}],
+                   "output_mode": "tool", "allow_text_output": False})
+    history: list[dict[str, object]] = []
+    for turn, (run, params) in enumerate([(0, auto), (0, kept), (1, auto), (1, kept)]):
+        history = history + [{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": f"prompt {turn} " * 20}]}]
+        settings = b.blob(later_settings) if later_settings is not None and turn == 2 else None
+        b.cassette.exchanges.append(Exchange(seq=turn, role="main", index=turn, kind="request", model_name="function:m:",
+                                             messages=b.messages(history), parameters=params, settings=settings, run=run))
+        history = history + [{"kind": "response", "parts": [{"part_kind": "text", "content": f"answer {turn}"}]}]
+    b.cassette.header.roles = {"main": "scenarios.x"}
+    return b.cassette
+
+
+def test_a_runs_kept_output_mode_and_the_next_runs_auto_share_the_prefix() -> None:
+    """Slim 2.58+ states a structured run's kept mode (``tool``, ``allow_text_output=False``) on its later
+    requests and ``auto`` on the next run's first; the model resolves that ``auto`` to the same, so the tools
+    sent did not move: the whole previous request is cacheable, no ``cache_prefix_broken``."""
+    c = _structured_turns()
+    mains = request_costs(c)
+    assert all(x.cached == prev.tokens for prev, x in zip(mains, mains[1:]))
+    assert not [v for v in run_checks(c) if v.invariant == "cache_prefix_broken"]
+    thinking = _structured_turns({"thinking": "high"})  # an ``auto`` that thinks may resolve to another mode
+    assert [x.cached for x in request_costs(thinking)][2] == 0
