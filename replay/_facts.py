@@ -84,6 +84,9 @@ def _reduced(value: Any) -> Any:
     meta = out.get("metadata")
     if type(meta) is dict:
         out["metadata"] = {k: _shape(k, v) if type(k) is str and k.endswith("created_at") else v for k, v in meta.items()}
+    details = out.get("provider_details")
+    if type(details) is dict and "timestamp" in details:  # the provider's own stamp of its answer (never sent)
+        out["provider_details"] = {**details, "timestamp": _shape("timestamp", details["timestamp"])}
     return out
 
 
