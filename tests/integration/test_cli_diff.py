@@ -148,6 +148,22 @@ def test_structured_output_turns_are_no_change_and_no_cache_bust(cli) -> None:
             assert doc["tokens"][0] == doc["tokens"][1], (old, new, doc["tokens"])
 
 
+def test_kept_output_mode_is_what_the_provider_was_sent_alike(cli) -> None:
+    """A real OpenAIChatModel (tests/fake_openai.py) recorded on 0.57 and 0.62: 0.62 states ``tool`` with
+    ``allow_text_output=False`` on each run's second request where 0.57 states ``auto``, and both put the same
+    body on the wire (``tool_choice: required``, the same tools). The model-level verdict agrees with the wire."""
+    from replay.wire.store import request_body
+
+    old, new = (FIXTURES / f"harness-{v}/wire_trust/structured_turns.cassette" for v in ("0.57.0", "0.62.0"))
+    modes = [[load(c).blobs[ex.parameters]["output_mode"] for ex in load(c).exchanges] for c in (old, new)]
+    assert modes == [["auto"] * 4, ["auto", "tool", "auto", "tool"]]  # the fixtures hold the two statements
+    bodies = [[request_body(cas, ex.wire[0]) for ex in cas.exchanges] for cas in (load(old), load(new))]
+    assert [b["tool_choice"] for b in bodies[0]] == [b["tool_choice"] for b in bodies[1]] == ["required"] * 4
+    doc = _diff_json(cli, old, new)
+    assert doc["status"] == "same" and doc["wire"] == [] and doc["requests"] == [] and doc["cache"] == [], doc["requests"]
+    assert _check_json(cli, new) == [] and _check_json(cli, old) == []
+
+
 def test_sub_agents_are_roles_of_their_own_and_the_same_on_every_version(cli) -> None:
     """SubAgents: each delegate's requests are tagged with its agent's name, on every version."""
     for old in VERSIONS:
