@@ -272,9 +272,11 @@ class Facts:
                           [b.blobs, b.outcome.output, [o.value for o in b.observations], b.expectations]):
             return False
         ma, mb = a.messages, b.messages
+        # By content key, which keeps types apart: ``==`` has ``1 == True == 1.0``, so a tool's return of
+        # ``{"enabled": 1}`` sent as ``{"enabled": true}`` made the two equivalent, and the diff ``same``.
         if self.private:
-            return all(ma[i] == mb[i] or content_key(ma[i]) == content_key(mb[i]) for i in range(len(ma)))
-        if not all(ma[i] == mb[i] or self.key(a, i) == self.key(b, i) for i in range(len(ma))):
+            return all(ma[i] is mb[i] or content_key(ma[i]) == content_key(mb[i]) for i in range(len(ma)))
+        if not all(ma[i] is mb[i] or self.key(a, i) == self.key(b, i) for i in range(len(ma))):
             return False
         # Equal keys index by index: one list serves both tables (a key computed for one side is the other's).
         keys_a, keys_b = self._table_keys(ma), self._table_keys(mb)

@@ -393,3 +393,26 @@ def test_request_fields_beside_the_messages_compare_by_type() -> None:
     (req,) = d.requests
     assert [(c.path, c.kind, c.old, c.new) for c in req.changes] == [
         ("main[0].parameters.function_tools[0].parameters_json_schema.properties.deep.default", "type", 0, False)]
+
+
+def test_messages_that_differ_only_in_a_values_type_are_no_equivalent_pair() -> None:
+    """Two cassettes whose messages are ``==`` (``1 == True == 1.0``) took the fast path for recordings that
+    differ only in stamps (``Facts.equivalent``): a tool's ``{"enabled": 1}`` sent as ``{"enabled": true}``
+    read ``same`` whenever the two token estimates agreed."""
+
+    def with_return(value: object) -> Cassette:
+        b = CassetteBuilder(Header(scenario_id="unit/d", roles={"main": "scenarios.x"}))
+        call = {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "enabled", "args": {}, "tool_call_id": "e1"}]}
+        sent = [{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "on?"}]}, call,
+                {"kind": "request", "parts": [{"part_kind": "tool-return", "tool_name": "enabled", "tool_call_id": "e1",
+                                               "content": {"enabled": value}}]}]
+        b.cassette.exchanges.append(Exchange(seq=0, role="main", index=0, kind="request", messages=b.messages(sent), estimate=7,
+                                             response=b.message({"kind": "response", "parts": [{"part_kind": "text", "content": "ok"}]})))
+        b.cassette.outcome = Outcome(status="ok", output="ok")
+        return b.cassette
+
+    for old, new in ((1, True), (0, False), (1, 1.0)):
+        d = diff(with_return(old), with_return(new))
+        assert d.changed, (old, new)
+        assert [(c.path, c.kind) for r in d.requests for c in r.changes] == [("main[0].messages[2].parts[0].content.enabled", "type")]
+    assert not diff(with_return(1), with_return(1)).changed
