@@ -132,8 +132,9 @@ class Diff:
     """Estimated dollars of each side, where ``[tool.replay] prices`` knows the models (see :meth:`price`)."""
     request_costs: tuple[list[RequestCost], list[RequestCost]] = field(default=([], []), repr=False)
     paired: dict[tuple[str, int], int] = field(default_factory=dict, repr=False)
-    """A's call (role, index) → B's index where a role's concurrent conversations were paired by
-    conversation and turn (each side its own ordinal); a call missing here has one index on both sides."""
+    """A's call (role, index) → B's index where the two differ: a role's concurrent conversations are
+    paired by conversation and turn (each side its own ordinal). A call missing here has one index on
+    both sides."""
 
     def price(self, prices: dict[str, Price]) -> None:
         """Turn both sides' token figures into dollars with a price table."""
@@ -593,7 +594,7 @@ def _diff(
         cache=compare_cache(costs_a, costs_b, paired=paired),
         tokens=(Tokens.of(costs_a), Tokens.of(costs_b)),
         request_costs=(costs_a, costs_b),
-        paired=paired,
+        paired={key: j for key, j in paired.items() if key[1] != j},
     )
 
 
