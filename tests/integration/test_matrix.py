@@ -178,8 +178,13 @@ def test_shards_merge_into_the_full_table(
     assert "| scenario | `0.54.0` | `0.62.0` |" in md and "| `seed000/long` | ⚠️ changed" in md
 
 
-def test_user_project_code_and_extra_requirements(env_dir: Path, tmp_path: Path) -> None:
-    """Scenarios import the project's own module (from its root) and a dependency given with --with."""
+def test_user_project_code_and_extra_requirements(
+    env_dir: Path, tmp_path: Path, cli: Callable[..., CliResult], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Scenarios import the project's own module (from its root) and a dependency given with --with.
+
+    The recording runs in-process with the dependency on ``sys.path`` (it only sets the test up); the
+    matrix commands are processes of their own, since their parent's PYTHONPATH is what is checked."""
     project = tmp_path / "proj"
     (project / "scenarios").mkdir(parents=True)
     (project / "cassettes").mkdir()
@@ -215,7 +220,11 @@ def test_user_project_code_and_extra_requirements(env_dir: Path, tmp_path: Path)
         return subprocess.run([sys.executable, "-m", "replay", *args], cwd=project, env=run_env,
                               capture_output=True, text=True, timeout=900, check=False)
 
-    assert replay_cli("record", path=str(dep)).returncode == 0
+    with monkeypatch.context() as m:
+        m.syspath_prepend(str(dep))
+        assert cli("record", cwd=project).code == 0
+    for name in ("myapp", "extra_dep"):  # the project's modules stay out of this worker's later tests
+        sys.modules.pop(name, None)
     # The parent imports the scenarios with its own PYTHONPATH; the envs never see it.
     without = _json(replay_cli("matrix", "--harness", "0.62.0", "--format", "json", path=str(dep)))
     assert without["scenarios"]["app/hello"]["0.62.0"]["status"] == "error"  # extra_dep is not in the env
