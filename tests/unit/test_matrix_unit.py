@@ -518,3 +518,22 @@ def test_a_cheap_runs_cost_keeps_its_figures() -> None:
     assert "cost $0.0000042→$0.0000040" in mx.cell_lines(cell)
     assert mx.cell_lines({"status": "same", "cost": [0.0000045, 0.0000045]})[1] == "cost $0.0000045"
     assert dollars(12.3456) == "$12.3456" and dollars(0.0) == "$0.0000" and dollars(0.0125) == "$0.0125"
+
+
+def test_a_new_env_links_the_interpreters_compiled_standard_library(tmp_path: Path) -> None:
+    """Where PYTHONPYCACHEPREFIX looks for them: <prefix>/<source dir>/<name>.<tag>.pyc, linked, not copied."""
+    stdlib = tmp_path / "base" / "lib" / "python3.11"
+    for folder in (stdlib / "__pycache__", stdlib / "json" / "__pycache__", stdlib / "test" / "__pycache__"):
+        folder.mkdir(parents=True)
+    (stdlib / "__pycache__" / "os.cpython-311.pyc").write_bytes(b"os")
+    (stdlib / "__pycache__" / "os.cpython-311.opt-1.pyc").write_bytes(b"optimised: not what a cell reads")
+    (stdlib / "__pycache__" / "os.cpython-312.pyc").write_bytes(b"another interpreter's")
+    (stdlib / "json" / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"json")
+    (stdlib / "test" / "__pycache__" / "test_os.cpython-311.pyc").write_bytes(b"no replay imports the tests")
+    env = tmp_path / "env"
+    assert _envs._seed_stdlib_bytecode(env, str(stdlib), "cpython-311") == 2
+    cache = env / _envs.PYCACHE / str(stdlib).lstrip("/")
+    assert sorted(p.relative_to(cache).as_posix() for p in cache.rglob("*.pyc")) == ["json/__init__.cpython-311.pyc", "os.cpython-311.pyc"]
+    assert (cache / "os.cpython-311.pyc").stat().st_ino == (stdlib / "__pycache__" / "os.cpython-311.pyc").stat().st_ino
+    assert _envs._seed_stdlib_bytecode(env, str(stdlib), "cpython-311") == 0  # already there: nothing to do
+    assert _envs._seed_stdlib_bytecode(env, "relative/lib", "cpython-311") == 0
