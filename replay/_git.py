@@ -39,7 +39,7 @@ def _read(path: Path, line: str) -> str:
     """The project file ``init`` appends ``line`` to, refused unless it is a plain text file of the project:
     a committed symlink made ``init`` append to a file outside it, a FIFO made it hang."""
     if path.is_symlink() or (path.exists() and not path.is_file()):
-        raise ReplayUsageError(f"{path}: not a regular file (a link or a device); add {line!r} to it yourself")
+        raise ReplayUsageError(f"{path}: not a regular file (a link, a directory or a device); add {line!r} to it yourself")
     if not path.exists():
         return ""
     try:

@@ -7,6 +7,7 @@ Exit codes fit CI: 0 nothing changed, 1 a change or violation was found, 2 bad i
 
 import copy
 import functools
+import os
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -764,6 +765,14 @@ def merge(
 # --------------------------------------------------------------------------- git & html (issue 6)
 
 
+def _shown(path: Path) -> str:
+    """``path`` as the user would type it from here: relative to the working directory when below or beside it."""
+    try:
+        return os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return str(path)
+
+
 @app.command()
 def init(
     git_config: Annotated[
@@ -775,16 +784,20 @@ def init(
 ) -> None:
     """Set up a project: `git diff` shows cassettes as text (.gitattributes + textconv), .replay/ is git-ignored."""
     from . import _git
+    from .config import find_pyproject
 
-    here = Path.cwd()
+    # The project's folder, as for every other command: from `tests/`, a `tests/.gitattributes` covered
+    # no cassette under `../cassettes` and a `tests/.gitignore` left `../.replay/` to be committed.
+    pyproject = find_pyproject()
+    here = pyproject.parent if pyproject is not None else Path.cwd()
     command = textconv or _git.default_textconv()
     if git_config:
         _git.check_repository(here, command)
     _git.check_files(here)
     changed = _git.ensure_gitattributes(here)
-    typer.echo(f"{'added to' if changed else 'already in'} .gitattributes: {_git.ATTRIBUTE_LINE}")
+    typer.echo(visible(f"{'added to' if changed else 'already in'} {_shown(here / '.gitattributes')}: {_git.ATTRIBUTE_LINE}"))
     changed = _git.ensure_gitignore(here)
-    typer.echo(f"{'added to' if changed else 'already in'} .gitignore: {_git.IGNORE_LINE}")
+    typer.echo(visible(f"{'added to' if changed else 'already in'} {_shown(here / '.gitignore')}: {_git.IGNORE_LINE}"))
     if git_config:
         _git.set_git_config(here, command)
         typer.echo(f"set git config {_git.CONFIG_KEY} = {command}")

@@ -189,3 +189,28 @@ def test_init_refuses_links_devices_and_unreadable_files(project: Path, cli: Cal
     (project / ".gitattributes").write_bytes(b"\xff\xfe*.bin binary\n")
     res = cli("init")
     assert res.code == 2 and ".gitattributes: cannot read" in res.err and "Traceback" not in res.err  # type: ignore[attr-defined]
+
+
+def test_init_from_a_subfolder_writes_the_projects_own_files(repo: Path, cli: Callable[..., object]) -> None:
+    """Every command takes the folder of the nearest pyproject.toml as the project; `init` wrote
+    `tests/.gitattributes` (covering no cassette under `cassettes/`) and `tests/.gitignore` (leaving the
+    project's `.replay/` to be committed) when run from `tests/`."""
+    (repo / "tests").mkdir()
+    res = cli("init", "--git-config", "--textconv", TEXTCONV, cwd=repo / "tests")
+    assert res.code == 0, res.err  # type: ignore[attr-defined]
+    assert not (repo / "tests" / ".gitattributes").exists() and not (repo / "tests" / ".gitignore").exists()
+    assert (repo / ".gitattributes").read_text() == f"{ATTRIBUTE_LINE}\n"
+    assert (repo / ".gitignore").read_text() == ".replay/\n"
+    assert "added to ../.gitattributes: " in res.out and "added to ../.gitignore: " in res.out  # type: ignore[attr-defined]
+    assert git(repo, "check-attr", "diff", "--", "cassettes/x.cassette").strip().endswith("diff: replay")
+    (repo / ".replay" / "results").mkdir(parents=True)
+    (repo / ".replay" / "results" / "x.cassette").write_bytes(b"x")
+    assert ".replay" not in git(repo, "status", "--porcelain")
+
+
+def test_init_names_a_directory_where_a_file_belongs(project: Path, cli: Callable[..., object]) -> None:
+    (project / ".gitignore").mkdir()
+    res = cli("init")
+    assert res.code == 2 and len(res.err.strip().splitlines()) == 1  # type: ignore[attr-defined]
+    assert ".gitignore: not a regular file (a link, a directory or a device)" in res.err  # type: ignore[attr-defined]
+    assert not (project / ".gitattributes").exists()
