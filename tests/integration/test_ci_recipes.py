@@ -80,3 +80,26 @@ def test_pre_commit_hook(recorded: Path, write_scenario) -> None:
     write_scenario(keep=3)
     blocked = _shell(hook["entry"], recorded)
     assert blocked.returncode == 1 and "CHANGED" in blocked.stdout  # the commit is stopped, with the reason
+
+
+def _attrs(line: str, tag: str) -> dict[str, str]:
+    m = re.search(rf"<{tag}( [^>]*)?>", line)
+    assert m is not None, (tag, line)
+    return dict(re.findall(r'(\w+)="([^"]*)"', m.group(1) or ""))
+
+
+def test_readme_junit_excerpt_is_what_run_writes(recorded: Path, cli) -> None:
+    """The README's "real output" of `replay run --format junit | head -4` had lost the `time`, `file` and
+    `line` attributes run has written since, and counted 24 test cases of a repository holding 55 cassettes."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    m = re.search(r"\$ replay run --format junit \| head -4\n((?:.*\n){4})", text)
+    assert m is not None
+    shown = m.group(1).splitlines()
+    res = cli("run", "--format", "junit")
+    assert res.code == 0, res.err
+    real = res.out.splitlines()[:4]
+    assert shown[0] == real[0]
+    for line_no, tag in ((1, "testsuite"), (2, "testcase")):
+        assert _attrs(shown[line_no], tag).keys() == _attrs(real[line_no], tag).keys(), (shown[line_no], real[line_no])
+    assert shown[3] == real[3]
+    assert _attrs(shown[1], "testsuite")["tests"] == str(len(list((ROOT / "cassettes").rglob("*.cassette"))))
