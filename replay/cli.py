@@ -504,7 +504,10 @@ def check(
     for t in targets or [str(base)]:
         p = Path(t)
         if p.is_dir():
-            paths += list(iter_cassettes(p))
+            found = list(iter_cassettes(p))
+            if not found:  # `0 cassettes … 0 error`, exit 0: a CI job with the wrong folder checked nothing and passed
+                raise ReplayUsageError(f"{t}: no cassettes in this directory")
+            paths += found
         elif p.is_file():
             paths.append(p)
         else:

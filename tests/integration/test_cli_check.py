@@ -135,3 +135,13 @@ def test_one_scenario_in_two_folders_is_told_apart(cli, tmp_path: Path) -> None:
     assert len(lines) == 2 and lines[0] != lines[1] and str(tmp_path / "a") in lines[0], r.out
     single = cli("check", CAS / "seed000" / "long.cassette").out.splitlines()[0]
     assert single.rstrip() == "VIOLATED seed000/long"  # one of each: as before
+
+
+def test_a_folder_without_cassettes_is_bad_input_not_a_pass(cli, project: Path) -> None:
+    """`replay run` on a folder without scenarios exits 2; `check` on one without cassettes said
+    `0 cassettes: 0 ok, 0 with violations, 0 error` and exited 0, so a CI step given the wrong folder passed."""
+    (project / "cassettes" / "empty").mkdir(parents=True)
+    for args in (("cassettes",), ("cassettes/empty",), ("--format", "json", "cassettes/empty")):
+        r = cli("check", *args)
+        assert r.code == 2 and r.out == "", (args, r.out)
+        assert r.err.strip().splitlines() == [f"replay: error: {args[-1]}: no cassettes in this directory"]
