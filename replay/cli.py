@@ -328,7 +328,7 @@ def record(
                            "a set (its order changes with each process's hash seed), keep the clock and fresh ids out "
                            "of what the model is sent")
         for o in unimported:
-            typer.echo(visible(f"error     {o.scenario_id}: {o.detail}"), err=True)
+            typer.echo(visible(f"error     {o.detail}" if o.scenario_id == str(o.path) else f"error     {o.scenario_id}: {o.detail}"), err=True)
         raise typer.Exit(2 if unimported or errors else 0 if same == len(results) else 1)
     outcomes = _pipeline.record_scenarios(scenarios, directory, force=force, limits=limits(config)) + unimported
     if fmt is ShowFmt.json:
@@ -336,6 +336,8 @@ def record(
     for o in outcomes if fmt is ShowFmt.text else ():
         if o.status == "recorded":
             typer.echo(visible(f"{o.status:9} {o.scenario_id} -> {o.path} ({o.detail})"))
+        elif o.scenario_id == str(o.path):  # a file whose ids are unknown: its reason starts with its path
+            typer.echo(visible(f"{o.status:9} {o.detail}"), err=True)
         else:
             typer.echo(visible(f"{o.status:9} {o.scenario_id} -> {o.path}: {o.detail}"), err=o.status == "error")
     raise typer.Exit(2 if any(o.status == "error" for o in outcomes) else 0)

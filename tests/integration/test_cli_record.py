@@ -341,3 +341,15 @@ def test_check_determinism_reads_the_recordings_with_the_projects_limits(cli, pr
     r = cli("record", "deep/tree", "--check-determinism", "2")
     assert r.code == 0, r.out + r.err
     assert "nesting deeper" not in r.out + r.err and "1 identical" in r.out + r.err, r.out + r.err
+
+
+def test_a_file_that_cannot_be_parsed_is_named_once(cli, write_scenario, project: Path) -> None:
+    """A scenario file with a syntax error (no ids known) was printed as
+    `error     /p/bad.py -> /p/bad.py: /p/bad.py: failed to import: …`: the file three times, as if a cassette."""
+    write_scenario()
+    bad = project / "scenarios" / "bad.py"
+    bad.write_text("x = (\n")
+    r = cli("record")
+    assert r.code == 2 and "recorded  simple/compact" in r.out
+    (line,) = [ln for ln in r.err.splitlines() if "bad.py" in ln]
+    assert line == f"error     {bad.resolve()}: failed to import: SyntaxError: '(' was never closed (bad.py, line 1); nothing written"
