@@ -572,6 +572,11 @@ def _loads(data: bytes, source: object, limits: Limits) -> Cassette:
     if len(data) > limits.max_bytes:
         raise CassetteError(source, f"file is {len(data)} bytes, over the {limits.max_bytes}-byte limit")
     if not data.startswith(MAGIC):
+        if data.startswith(b"<<<<<<< "):  # a merge that wrote both sides as text: no cassette loads either
+            raise CassetteError(source, "git merge conflict markers, not a cassette: take one side "
+                                        "(git checkout --ours/--theirs) or record the scenario again")
+        if data.startswith(b"version https://git-lfs."):
+            raise CassetteError(source, "a Git LFS pointer, not the cassette (run git lfs pull)")
         raise CassetteError(source, "not a harness-replay cassette (wrong magic bytes)")
     try:
         raw = msgpack.unpackb(

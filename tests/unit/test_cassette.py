@@ -73,6 +73,9 @@ def test_messages_and_blobs_are_stored_once() -> None:
     [
         (b"", "empty file"),
         (b"PK\x03\x04 not ours", "wrong magic"),
+        # a merge that wrote both sides with markers, and a clone without `git lfs pull`: said as such
+        (b"<<<<<<< HEAD\n" + MAGIC + b"\x80\n=======\n" + MAGIC + b"\x81\n>>>>>>> other\n", "git merge conflict markers"),
+        (b"version https://git-lfs.github.com/spec/v1\noid sha256:00\nsize 9\n", "Git LFS pointer"),
         (MAGIC + b"\x92\x01\x02", "no format marker"),
         (MAGIC + msgpack.packb({"format": "harness-replay", "version": 99}), "format 99"),
         (MAGIC + msgpack.packb({"format": "harness-replay", "version": 1, "exchanges": "x"}), "invalid cassette"),
