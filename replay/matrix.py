@@ -640,7 +640,10 @@ def render_text(result: Result) -> None:
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
     labels = _label_of(result)
     specs = [s for s in result["grid"]["versions"] if any(s in row for row in result["scenarios"].values())]
-    table = Table(title=_title(result), show_lines=True)
+    # One line above the table, not its title: rich wraps a title to the table's width, and a narrow
+    # table (one version, or a shard with no cells) split it, `harness-repl` / `ay matrix (shard 1/4):`.
+    console.print(esc(_title(result)), soft_wrap=True)
+    table = Table(show_lines=True)
     table.add_column("scenario", no_wrap=True)
     for s in specs:
         table.add_column(esc(labels.get(s, s)))

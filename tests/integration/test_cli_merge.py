@@ -131,3 +131,21 @@ def test_html_reads_the_results_with_the_projects_limits(cli, project: Path, mat
     for name in ("direct.html", "page.html"):
         html = (project / name).read_text()
         assert "no estimates" not in html and "<svg" in html, (name, html[-2000:])
+
+
+def test_text_summary_is_one_line_however_narrow_the_table(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    """The summary was the table's title, wrapped to the table's width: `harness-replay matrix (shard 1/2): 1 same,
+    1 changed, 0 error` came out over several lines (split mid-word when the shard had no cells), so a log search
+    for it found nothing."""
+    doc = _valid()
+    doc["grid"], doc["versions"] = {"scenarios": ["a", "b"], "versions": ["0.54.0"]}, doc["versions"][:1]
+    doc["scenarios"] = {"a": {}, "b": {}}  # a shard that had no cell of this grid
+    doc["summary"] = {"same": 0, "changed": 0, "error": 0}
+    doc["changed"] = False
+    (tmp_path / "s.json").write_text(json.dumps(doc))
+    result = cli("merge", "s.json", cwd=tmp_path)
+    assert "harness-replay matrix: 0 same, 0 changed, 2 error" in result.out.splitlines(), result.out
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(_valid()))
+    one = cli("merge", str(good), cwd=tmp_path)
+    assert "harness-replay matrix: 1 same, 1 changed, 2 error" in one.out.splitlines(), one.out
