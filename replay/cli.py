@@ -824,6 +824,11 @@ def html(
     from .html import fill_from_results, render_html
 
     docs = mx.load_results(results)
+    if len(docs) > 1:
+        for name, d in docs:  # each file alone is a page; together they are shards to merge
+            if isinstance(d, dict) and "matrix" not in d and isinstance(d.get("scenarios"), dict):
+                raise ReplayUsageError(f"{name}: the JSON of `replay run` is one page on its own, not a matrix "
+                                       "shard to merge with others: give it alone")
     doc = mx.merge_results(docs) if len(docs) > 1 else docs[0][1]
     if not isinstance(doc, dict) or not isinstance(doc.get("scenarios"), dict):  # `{}`, a `replay report`: no page
         raise ReplayUsageError(f"{results[0]}: not the JSON of `replay matrix`, `merge` or `run --format json`")

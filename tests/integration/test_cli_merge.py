@@ -149,3 +149,19 @@ def test_text_summary_is_one_line_however_narrow_the_table(tmp_path: Path, cli: 
     good.write_text(json.dumps(_valid()))
     one = cli("merge", str(good), cwd=tmp_path)
     assert "harness-replay matrix: 1 same, 1 changed, 2 error" in one.out.splitlines(), one.out
+
+
+def test_html_of_a_run_json_among_others_says_why(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    """A `replay run --format json` alone is a page; given with another file, html said
+    `run.json: not a replay matrix JSON result` of the very file it had just rendered alone."""
+    run = {"changed": False, "summary": {"same": 1, "changed": 0, "error": 0},
+           "scenarios": {"a": {"status": "same", "changed": False}}}
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    (tmp_path / "good.json").write_text(json.dumps(_valid()))
+    assert cli("html", "run.json", "--out", "alone.html", cwd=tmp_path).code == 0
+    for files in (("run.json", "run.json"), ("good.json", "run.json")):
+        page = cli("html", *files, "--out", "r.html", cwd=tmp_path)
+        assert page.code == 2 and not (tmp_path / "r.html").exists()
+        assert page.err.strip().splitlines() == [
+            "replay: error: run.json: the JSON of `replay run` is one page on its own, not a matrix shard to merge "
+            "with others: give it alone"]
