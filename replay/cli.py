@@ -109,6 +109,7 @@ _METAVARS = {
     "html": "FILE",
     "textconv": "COMMAND",
     "title": "TEXT",
+    "timeout": "SECONDS",
 }
 _OUT_IS_A_FILE = frozenset({"html", "report"})
 

@@ -91,3 +91,21 @@ def test_a_refused_option_value_names_the_option(cli) -> None:
                          (["record", "--check-determinism", "1"], "'--check-determinism'")):
         r = cli(*args)
         assert r.code == 2 and option in r.err and r.err.count("\n") == 1 and "Traceback" not in r.err, r.err
+
+
+def test_value_names_are_the_readmes(cli) -> None:
+    """The README writes `--timeout SECONDS` everywhere (and says value names read as words); `--help` of
+    run, matrix and report said `--timeout TIMEOUT`. Every `--option NAME` the README writes is what --help shows."""
+    from conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    pairs = set(re.findall(r"(--[a-z-]+) ((?:[A-Z][A-Z/_]*[A-Z]|[A-Z]))\b(?![./\w])", readme))
+    assert ("--timeout", "SECONDS") in pairs and ("--python", "VERSION") in pairs
+    helps = {name: re.sub(r"\s+", " ", cli(name, "--help").out) for name in COMMANDS}
+    for option, value in sorted(pairs):
+        having = [name for name, text in helps.items() if re.search(rf"{re.escape(option)} [A-Z<\[]", text)]
+        assert having, f"README: {option} {value}, an option no command has"
+        assert any(re.search(rf"{re.escape(option)} {re.escape(value)}(?![\w/])", helps[name]) for name in having), (
+            option, value, having)
+    for name in ("run", "matrix", "report"):
+        assert "--timeout SECONDS" in helps[name], name
