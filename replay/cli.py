@@ -723,6 +723,7 @@ def matrix(
 
     versions = _envs.with_pythons(_envs.parse_versions(harness), python or ())
     shard_k_n = mx.parse_shard(shard)
+    _output_file(html, "--html")
     config = _config()
     ids = _matrix_targets(targets, config)
     # Same options as `run`; [tool.replay] is read by each env's `replay run` from the same project.
@@ -769,6 +770,20 @@ def merge(
 
 
 # --------------------------------------------------------------------------- git & html (issue 6)
+
+
+def _output_file(path: Path | None, option: str) -> None:
+    """Before any work: ``path`` can become the file ``option`` writes. A directory there, or a file where
+    a folder of its path belongs, was found only after every environment and trial had run."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise ReplayUsageError(f"{path}: is a directory; {option} takes the file to write")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ReplayUsageError(f"{path}: cannot write: {parent} is not a directory")
+            break
 
 
 def _shown(path: Path) -> str:
@@ -824,6 +839,7 @@ def html(
     from . import matrix as mx
     from .html import fill_from_results, render_html
 
+    _output_file(out, "--out")
     docs = mx.load_results(results)
     if len(docs) > 1:
         for name, d in docs:  # each file alone is a page; together they are shards to merge
@@ -875,6 +891,7 @@ def report(
     from . import reproduction as rp
 
     versions = _envs.with_pythons(_envs.parse_versions(harness), python or ())
+    _output_file(out, "--out")
     config = _config()
     _project_on_path(config)
     subject = rp.locate(target, config.scenarios)

@@ -51,6 +51,27 @@ def test_bad_input_is_one_line_exit_2(cli, args: list[str], message: str) -> Non
     assert r.code == 2 and message in r.err and "Traceback" not in r.err
 
 
+@pytest.mark.parametrize(
+    ("command", "option", "builds"),
+    [("report", "--out", "replay.reproduction.build"), ("matrix", "--html", "replay.matrix.run_matrix")],
+)
+def test_an_output_file_that_cannot_be_is_refused_before_any_trial(
+    cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str, option: str, builds: str
+) -> None:
+    """`report --out DIR` and `matrix --html DIR` built every environment and ran every trial, printed the
+    table, then failed with `cannot write`: minutes of work for a typo the command could see at once."""
+    def never(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the versions were run before the output file was checked")
+
+    monkeypatch.setattr(builds, never)
+    (tmp_path / "afile").write_text("x")
+    for out, problem in ((tmp_path, f"{tmp_path}: is a directory; {option} takes the file to write"),
+                         (tmp_path / "afile" / "r.md", f"{tmp_path / 'afile' / 'r.md'}: cannot write: {tmp_path / 'afile'} is not a directory")):
+        r = cli(command, "seed000/long", "--harness", "0.62.0", option, str(out), cwd=ROOT)
+        assert r.code == 2 and r.out == "", (r.out, r.err)
+        assert r.err.strip().splitlines() == [f"replay: error: {problem}"]
+
+
 def test_a_missing_control_is_bad_input_too(cli, tmp_path: Path) -> None:
     """The controls are half the evidence: a report without one exited 0, its row an error."""
     import shutil
