@@ -474,6 +474,9 @@ def diff_cmd(
         emit(reports, fmt.value, title="harness-replay diff")
         _exit_for(reports)
     if a.is_dir() or b.is_dir():
+        missing = next((p for p in (a, b) if not p.exists()), None)
+        if missing is not None:  # `diff cassettes typo`: said "cassettes: compare a directory with a directory"
+            raise ReplayUsageError(f"{missing}: no such cassette or directory")
         raise ReplayUsageError(f"{a if a.is_dir() else b}: compare a directory with a directory, a cassette with a cassette")
     report = _pipeline.compare_files(a, b, rules, limits(config))
     if fmt is Fmt.json:

@@ -61,6 +61,15 @@ def test_bad_cassette_is_one_line_exit_2(cli, tmp_path: Path) -> None:
     assert r.code == 2 and r.err.count("\n") == 1 and str(bad) in r.err and "Traceback" not in r.err
 
 
+def test_a_missing_side_beside_a_directory_is_named(cli, tmp_path: Path) -> None:
+    """`replay diff cassettes typo` said `cassettes: compare a directory with a directory, a cassette with
+    a cassette`, blaming the folder that exists for the one that does not."""
+    for a, b in ((NEW, tmp_path / "typo"), (tmp_path / "typo", NEW)):
+        r = cli("diff", a, b)
+        assert r.code == 2 and r.out == ""
+        assert r.err.strip().splitlines() == [f"replay: error: {tmp_path / 'typo'}: no such cassette or directory"]
+
+
 def test_directories_are_paired_by_scenario(cli, tmp_path: Path) -> None:
     import shutil
 
