@@ -441,9 +441,19 @@ def write_step_summary(text: str) -> None:
     part of the HTML block and shows ``### …`` literally.
     """
     path = os.environ.get("GITHUB_STEP_SUMMARY")
-    if path:
+    if not path:
+        return
+    try:
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(text if text.startswith("\n") else "\n" + text)
+    except OSError as exc:  # the verdict is on stdout and in the exit code; a summary it cannot add was a traceback
+        import sys
+
+        from ._untrusted import visible
+
+        reason = exc.strerror or type(exc).__name__
+        print(visible(f"replay: warning: GITHUB_STEP_SUMMARY={path}: cannot append the step summary: {reason}"),
+              file=sys.stderr)
 
 
 def emit(

@@ -71,3 +71,20 @@ def test_check_speaks_its_own_words_in_the_summary_and_annotations(cli, changed:
     text = summary.read_text()
     assert "### harness-replay check: 0 ok, 1 with violations, 0 error" in text and "⚠️ violated" in text and "changed" not in text
     assert any(line.startswith("::error ") and "title=harness-replay%3A seed000/long violated" in line for line in r.out.splitlines())
+
+
+@pytest.mark.parametrize("where", ["a directory", "a missing folder"])
+def test_a_step_summary_that_cannot_be_written_is_a_warning_not_a_traceback(
+    cli, changed: Path, project: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, where: str
+) -> None:
+    """$GITHUB_STEP_SUMMARY naming a directory or a path in a missing folder ended run, check and diff in an
+    IsADirectoryError / FileNotFoundError traceback, exit 1, whatever the verdict."""
+    summary = tmp_path if where == "a directory" else tmp_path / "missing" / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    cassette = project / "cassettes" / "simple" / "compact.cassette"
+    for args, code in ((("run",), 1), (("check",), 0), (("diff", cassette, cassette), 0)):
+        r = cli(*args)
+        assert r.code == code, (args, r.err)
+        assert "Traceback" not in r.err
+        (warning,) = [line for line in r.err.splitlines() if "GITHUB_STEP_SUMMARY" in line]
+        assert warning.startswith(f"replay: warning: GITHUB_STEP_SUMMARY={summary}: cannot append the step summary: ")
