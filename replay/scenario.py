@@ -431,6 +431,17 @@ class ImportFailure:
     ids: tuple[str, ...]
 
 
+def _check_scenario_file(path: Path, target: str) -> None:
+    """A TARGET file is Python source: `replay run cassettes/x.cassette` (a cassette, as vcrpy users name
+    what to replay) or `replay run notes.txt` executed the file as Python and reported its SyntaxError."""
+    if path.suffix == ".py":
+        return
+    if path.suffix == ".cassette":
+        raise ReplayUsageError(f"{target}: a cassette, not a scenario file: give the scenario's id, file or folder "
+                               "(`replay ls` names each cassette's scenario)")
+    raise ReplayUsageError(f"{target}: not a scenario file (a .py file), a directory or a scenario id")
+
+
 def discover(
     targets: Iterable[str],
     default_dir: Path = Path("scenarios"),
@@ -481,6 +492,7 @@ def discover(
             for file in _scenario_files(path):
                 chosen.update((s.id, s) for s in load(file, None))
         elif path.is_file():
+            _check_scenario_file(path, target)
             chosen.update((s.id, s) for s in load(path, None))
         else:
             before = len(failures or ())
@@ -521,6 +533,7 @@ def declared(targets: Iterable[str], default_dir: Path = Path("scenarios")) -> d
             for file in _scenario_files(path):
                 add(file, None)
         elif path.is_file():
+            _check_scenario_file(path, target)
             add(path, None)
         else:
             files = _scenario_files(default_dir) if default_dir.is_dir() else []

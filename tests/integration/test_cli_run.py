@@ -322,3 +322,27 @@ def test_two_scenario_files_of_one_name_keep_their_own_exception_classes(cli, pr
     assert {ex.error.type for ex in caught.exchanges if ex.error} == {"replay_scenarios.a.errs.Overloaded"}
     r = cli("run", "--format", "json")
     assert r.code == 0 and {s["status"] for s in json.loads(r.out)["scenarios"].values()} == {"same"}, r.out
+
+
+def test_a_target_file_that_is_no_python_is_bad_input_never_run(cli, write_scenario, project: Path) -> None:
+    """`replay run cassettes/x.cassette` (how vcrpy users name what to replay) reported the cassette's
+    `SyntaxError: source code string cannot contain null bytes`, and `replay run notes.txt` executed the
+    text file as Python."""
+    write_scenario()
+    assert cli("record").code == 0
+    marker = project / "ran"
+    notes = project / "notes.txt"
+    notes.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    cassette = "cassettes/simple/compact.cassette"
+    for command in ("run", "record", "matrix"):
+        extra = ("--harness", "0.62.0") if command == "matrix" else ()
+        r = cli(command, cassette, *extra)
+        assert r.code == 2 and r.out == "", (command, r.out)
+        assert r.err.strip().splitlines() == [
+            f"replay: error: {cassette}: a cassette, not a scenario file: give the scenario's id, file or folder "
+            "(`replay ls` names each cassette's scenario)"]
+        r = cli(command, "notes.txt", *extra)
+        assert r.code == 2 and r.out == "", (command, r.out)
+        assert r.err.strip().splitlines() == [
+            "replay: error: notes.txt: not a scenario file (a .py file), a directory or a scenario id"]
+    assert not marker.exists()
