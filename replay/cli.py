@@ -588,6 +588,9 @@ def show(
 
     lim = limits(_config())
     failed = False
+    # Several cassettes as JSON are one array: one document after another was no JSON at all.
+    array = fmt is ShowFmt.json and len(cassette) > 1
+    opened = False
     for path in cassette:
         try:
             data = read_bounded(path, lim.max_bytes)
@@ -602,9 +605,13 @@ def show(
         budget = None if full else output_budget(len(data))
         out = sys.stdout
         if fmt is ShowFmt.json:
+            if array:
+                out.write(",\n" if opened else "[\n")
+                opened = True
             chunks = json_chunks(scrubbed_lazily(render_json(c, normalized=normalized)), indent=2)
             cut = write_bounded(chunks, out.write, budget)
-            out.write("\n")
+            if not array:
+                out.write("\n")
             if cut is not None:
                 typer.echo(f"replay: error: {visible(str(path))}: JSON output truncated after {cut:,} characters (--full for all of it)", err=True)
                 failed = True
@@ -613,6 +620,8 @@ def show(
             cut = write_bounded(chunks, out.write, budget)
             if cut is not None:
                 out.write(f"\n… output truncated after {cut:,} characters (the cassette is {len(data):,} bytes); replay show --full prints all of it\n")
+    if opened:
+        sys.stdout.write("\n]\n")
     if failed:
         raise typer.Exit(2)
 

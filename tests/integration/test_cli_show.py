@@ -143,3 +143,16 @@ def test_show_json_scrubs_a_text_the_requests_share_once(cli, tmp_path: Path, mo
     out = cli("show", path, "--format", "json").out
     assert "Secret0001Value" not in out and "<secret:password:50>" in out
     assert len(made) == 1
+
+
+def test_show_json_of_several_cassettes_is_one_array(cli, tmp_path: Path) -> None:
+    """The README promises strict JSON from every --format json; `show -f json A B` printed two documents
+    one after the other, which no JSON reader takes."""
+    a, b = LONG, ROOT / "cassettes" / "seed000" / "short.cassette"
+    r = cli("show", "--format", "json", a, b)
+    assert r.code == 0, r.err
+    docs = json.loads(r.out)
+    assert [d["header"]["scenario_id"] for d in docs] == ["seed000/long", "seed000/short"]
+    assert docs[0] == json.loads(cli("show", "--format", "json", a).out)  # one cassette: its object, as before
+    r = cli("show", "--format", "json", a, tmp_path / "missing.cassette")
+    assert r.code == 2 and len(json.loads(r.out)) == 1 and "missing.cassette: no such cassette" in r.err
