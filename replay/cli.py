@@ -381,6 +381,7 @@ def run(
     from . import _pipeline
     from .reporter import emit
     config = _config()
+    _results_apart(out, cassettes, config)
     _import_checks(config)  # a replay's own violations include the project's checks, as `check` reports them
     from .replayer import offline
 
@@ -737,6 +738,8 @@ def matrix(
     shard_k_n = mx.parse_shard(shard)
     _output_file(html, "--html")
     config = _config()
+    if out is not None:  # results go to OUT/<version>/: among the recordings they were cassettes of no scenario
+        _results_apart(out, cassettes, config)
     ids = _matrix_targets(targets, config)
     # Same options as `run`; [tool.replay] is read by each env's `replay run` from the same project.
     extra = tuple(arg for rule in ignore or () for arg in ("--ignore", rule))
@@ -796,6 +799,19 @@ def _output_file(path: Path | None, option: str) -> None:
             if not parent.is_dir():
                 raise ReplayUsageError(f"{path}: cannot write: {parent} is not a directory")
             break
+
+
+def _results_apart(out: Path | None, cassettes: Path | None, config: Config) -> None:
+    """Before any work: replay results go beside the recordings, never among them. `run --out cassettes`
+    (or `[tool.replay] results` naming that folder) wrote each result over its baseline, a silent accept."""
+    results, base = out or config.results, cassettes or config.cassettes
+    named = "--out" if out is not None or config.source is None else f"{config.source}: [tool.replay] results"
+    if results.resolve() == base.resolve():
+        raise ReplayUsageError(f"{named} {results}: the cassettes folder; replay results would be written over the "
+                               "recordings, give another folder")
+    if base.resolve() in results.resolve().parents:
+        raise ReplayUsageError(f"{named} {results}: inside the cassettes folder {base}; replay results would be "
+                               "written among the recordings, give another folder")
 
 
 def _shown(path: Path) -> str:

@@ -346,3 +346,28 @@ def test_a_target_file_that_is_no_python_is_bad_input_never_run(cli, write_scena
         assert r.err.strip().splitlines() == [
             "replay: error: notes.txt: not a scenario file (a .py file), a directory or a scenario id"]
     assert not marker.exists()
+
+
+def test_results_are_never_written_among_the_recordings(cli, write_scenario, project: Path) -> None:
+    """`run --out cassettes` (or `[tool.replay] results = "cassettes"`) wrote each replay result over its
+    recording, exit 0: a baseline replaced without `--accept` and its checks."""
+    write_scenario()
+    assert cli("record").code == 0
+    cassette = project / "cassettes" / "simple" / "compact.cassette"
+    before = cassette.read_bytes()
+    cases = [
+        (("run", "--out", "cassettes"), "--out cassettes: the cassettes folder; replay results would be written over the recordings, give another folder"),
+        (("run", "--out", "cassettes/results"), "--out cassettes/results: inside the cassettes folder cassettes; replay results would be written among the recordings, give another folder"),
+        (("matrix", "--harness", "0.62.0", "--out", "cassettes"), "--out cassettes: the cassettes folder; replay results would be written over the recordings, give another folder"),
+    ]
+    for args, message in cases:
+        r = cli(*args)
+        assert r.code == 2 and r.out == "", (args, r.out)
+        assert r.err.strip().splitlines() == [f"replay: error: {message}"], args
+    (project / "pyproject.toml").write_text('[tool.replay]\nresults = "cassettes"\n')
+    r = cli("run")
+    assert r.code == 2 and r.err.strip().splitlines() == [
+        f"replay: error: {project / 'pyproject.toml'}: [tool.replay] results cassettes: the cassettes folder; "
+        "replay results would be written over the recordings, give another folder"]
+    assert cassette.read_bytes() == before
+    assert cli("run", "--out", "elsewhere").code == 0  # beside the cassettes, as ever
