@@ -305,10 +305,18 @@ def record(
     failures: list[Any] = []  # a file that fails to import (a capability this version lacks) errors alone
     scenarios = _discover(targets, config, failures)
     directory = cassettes or config.cassettes
-    unimported = [
-        _pipeline.RecordOutcome(sid, cassette_path(directory, sid) if f.ids else f.path, "error", f"{f.reason}; nothing written")
-        for f in failures for sid in (f.ids or (str(f.path),))
-    ]
+    def unimported_at(f: Any, sid: str) -> Any:
+        """A file that failed to import, reported under each id it declares; an id no cassette can have
+        (`@scenario("../x")`, the very reason it failed) ended the whole command naming no file."""
+        try:
+            path = cassette_path(directory, sid) if f.ids else None
+        except ReplayUsageError:
+            path = None
+        if path is None:
+            return _pipeline.RecordOutcome(str(f.path), f.path, "error", f"{f.reason}; nothing written")
+        return _pipeline.RecordOutcome(sid, path, "error", f"{f.reason}; nothing written")
+
+    unimported = list({o.scenario_id: o for o in (unimported_at(f, sid) for f in failures for sid in (f.ids or (str(f.path),)))}.values())
     if check_determinism is not None:
         from . import _determinism
 

@@ -353,3 +353,17 @@ def test_a_file_that_cannot_be_parsed_is_named_once(cli, write_scenario, project
     assert r.code == 2 and "recorded  simple/compact" in r.out
     (line,) = [ln for ln in r.err.splitlines() if "bad.py" in ln]
     assert line == f"error     {bad.resolve()}: failed to import: SyntaxError: '(' was never closed (bad.py, line 1); nothing written"
+
+
+def test_a_file_declaring_an_id_no_cassette_can_have_errors_alone(cli, write_scenario, project: Path) -> None:
+    """`@scenario("../../escape")` in one file ended `record` for every file with
+    `replay: error: scenario id '../../escape' has a '..' segment`, naming no file; `run` errored that file alone."""
+    write_scenario()
+    bad = project / "scenarios" / "bad.py"
+    bad.write_text("from replay import Run, scenario\n\n@scenario('../../escape')\nasync def f(run: Run) -> str:\n    return 'x'\n")
+    r = cli("record")
+    assert r.code == 2 and "recorded  simple/compact" in r.out
+    assert r.err.strip().splitlines() == [
+        f"error     {bad.resolve()}: failed to import: ReplayUsageError: scenario id '../../escape' has a '..' segment; "
+        "nothing written"]
+    assert not (project.parent / "escape.cassette").exists()
