@@ -222,6 +222,12 @@ def scenario(
     ``"UnexpectedModelBehavior"``); without it, a scenario that raises is a mistake and
     ``replay record`` saves no cassette for it.
     """
+    if not (
+        expect_error is None
+        or (isinstance(expect_error, str) and expect_error.strip())
+        or (isinstance(expect_error, type) and issubclass(expect_error, BaseException))
+    ):  # an instance (`expect_error=ValueError("x")`) was an AttributeError on `__qualname__`; "" matched nothing
+        raise ReplayUsageError(f"@scenario(expect_error={expect_error!r}): expected an exception class or its name")
     expected = expect_error if isinstance(expect_error, str) or expect_error is None else expect_error.__qualname__
     if on_exhausted is not None and on_exhausted not in ON_EXHAUSTED:
         raise ReplayUsageError(f"@scenario(on_exhausted={on_exhausted!r}): expected one of {', '.join(ON_EXHAUSTED)}")

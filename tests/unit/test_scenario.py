@@ -144,3 +144,14 @@ def test_two_scenarios_of_one_id_are_an_import_error_not_one_silently_dropped(tm
     assert f"declared twice: by first in {(home / 'one.py').resolve()} and by again in {(home / 'two.py').resolve()}" in failure.reason
     with pytest.raises(ReplayUsageError, match="declared twice"):
         discover([str(home)], home)
+
+
+@pytest.mark.parametrize("bad", [ValueError("boom"), 123, "", "  ", int])
+def test_expect_error_that_names_no_exception_is_one_clear_error(bad: object) -> None:
+    """`expect_error=ValueError("boom")` (an instance, not the class) failed with `AttributeError: 'ValueError'
+    object has no attribute '__qualname__'`; `expect_error=""` matched no error, so the declared one never held."""
+    from replay import scenario
+
+    with pytest.raises(ReplayUsageError) as info:
+        scenario("bad/expect", expect_error=bad)  # type: ignore[call-overload]
+    assert str(info.value) == f"@scenario(expect_error={bad!r}): expected an exception class or its name"
