@@ -261,8 +261,8 @@ def _import_checks(config: Config) -> None:
     modules = config.extra.get("checks", [])
     if not isinstance(modules, list) or not all(isinstance(m, str) for m in modules):
         raise ReplayUsageError(f"{config.source}: [tool.replay] checks must be a list of module names")
-    if modules and str(Path.cwd()) not in sys.path:
-        sys.path.insert(0, str(Path.cwd()))
+    if modules:  # the project's own modules, from its root wherever in it the command runs (as scenarios import them)
+        _project_on_path(config)
     for name in modules:
         try:
             importlib.import_module(name)

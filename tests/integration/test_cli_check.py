@@ -62,6 +62,29 @@ def test_user_checks_from_pyproject(cli, project: Path) -> None:
     assert any(v["invariant"] == "too_many_requests" and v["message"] == "6 requests" for v in found)
 
 
+def test_user_checks_load_from_the_project_root_below_it(cli, project: Path, monkeypatch) -> None:
+    """From `tests/`, `[tool.replay] checks = ["mychecks"]` was `cannot import check module 'mychecks'`:
+    the working directory was put on sys.path, not the project's folder, which every other setting means."""
+    import sys
+
+    (project / "rootchecks.py").write_text(
+        "from replay.invariants import Violation, register\n"
+        "@register('too_many_requests_below')\n"
+        "def too_many(cassette):\n"
+        "    yield Violation('too_many_requests_below', 'main', None, f'{len(cassette.exchanges)} requests', {})\n"
+    )
+    (project / "pyproject.toml").write_text('[tool.replay]\nchecks = ["rootchecks"]\n')
+    (project / "tests").mkdir()
+    monkeypatch.chdir(project / "tests")
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    try:
+        found = violations(cli, CAS / "seed000" / "long.cassette")
+    finally:
+        invariants._REGISTRY.pop("too_many_requests_below", None)
+        sys.modules.pop("rootchecks", None)
+    assert any(v["invariant"] == "too_many_requests_below" and v["message"] == "6 requests" for v in found)
+
+
 def test_unknown_target_exit_2(cli) -> None:
     r = cli("check", "nope/nothing")
     assert r.code == 2 and "nope/nothing" in r.err
