@@ -388,6 +388,7 @@ def run(
     """Replay scenarios on the installed harness from their cassettes and diff what they send now."""
     from . import _pipeline
     from .reporter import emit
+    _check_allow_hosts(allow_host)
     config = _config()
     _results_apart(out, cassettes, config)
     _import_checks(config)  # a replay's own violations include the project's checks, as `check` reports them
@@ -745,6 +746,7 @@ def matrix(
     versions = _envs.with_pythons(_envs.parse_versions(harness), python or ())
     shard_k_n = mx.parse_shard(shard)
     _output_file(html, "--html")
+    _check_allow_hosts(allow_host)
     config = _config()
     if out is not None:  # results go to OUT/<version>/: among the recordings they were cassettes of no scenario
         _results_apart(out, cassettes, config)
@@ -820,6 +822,15 @@ def _results_apart(out: Path | None, cassettes: Path | None, config: Config) -> 
     if base.resolve() in results.resolve().parents:
         raise ReplayUsageError(f"{named} {results}: inside the cassettes folder {base}; replay results would be "
                                "written among the recordings, give another folder")
+
+
+def _check_allow_hosts(hosts: Sequence[str] | None) -> None:
+    from .config import allow_host_problem
+
+    for host in hosts or ():
+        problem = allow_host_problem(host)
+        if problem is not None:
+            raise ReplayUsageError(f"--allow-host {host!r}: {problem}")
 
 
 def _shown(path: Path) -> str:

@@ -150,6 +150,11 @@ def _load(path: Path, stamp: int, cwd: Path) -> Config:
         elif name in ("ignore", "allow_hosts", "scrub_patterns", "scrub_exempt", "matrix_with"):
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise ReplayUsageError(f"{path}: [tool.replay] {key} must be a list of strings")
+            if name == "allow_hosts":
+                for entry in value:
+                    problem = allow_host_problem(entry)
+                    if problem is not None:
+                        raise ReplayUsageError(f"{path}: [tool.replay] {key}: {entry!r}: {problem}")
             if name == "scrub_patterns":
                 from .scrub import compile_patterns
 
@@ -177,6 +182,33 @@ def _load(path: Path, stamp: int, cwd: Path) -> Config:
     for name in ("cassettes", "scenarios", "results"):  # defaults are the project's folders too, wherever it is run from
         kwargs.setdefault(name, _relative(base / getattr(Config, name)))
     return Config(source=path, extra=extra, loader_limits=tuple(sorted(loader.items())), **kwargs)
+
+
+def allow_host_problem(entry: str) -> str | None:
+    """What is wrong with an ``--allow-host`` / ``allow-hosts`` entry, or None.
+
+    The guard matches a host name (glob), an address or a network, never a port: the refusal line
+    says ``connect to api.example.com:443``, and ``--allow-host api.example.com:443`` copied from it
+    (or a URL) matched nothing, silently, so the replay went on being refused.
+    """
+    import ipaddress
+    import re
+
+    text = entry.strip()
+    if not text:
+        return "empty"
+    try:
+        ipaddress.ip_network(text, strict=False)
+        return None
+    except ValueError:
+        pass
+    if "://" in text:
+        return "a URL; give its host name alone"
+    if re.fullmatch(r"[^\s:/@\[\]]+:\d+|\[[0-9a-fA-F:.]+\]:\d+", text):
+        return "has a port; give the host alone (an allowed host is allowed on every port)"
+    if not re.fullmatch(r"[^\s:/@]+", text):
+        return "not a host name, address or network"
+    return None
 
 
 def _relative(p: Path) -> Path:

@@ -81,3 +81,35 @@ def test_a_pyproject_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_bytes(b'[tool.replay]\ncassettes = "\xff"\n')
     with pytest.raises(ReplayUsageError, match="pyproject.toml: cannot read"):
         load_config(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("entry", "problem"),
+    [
+        ("api.example.com:443", "has a port; give the host alone (an allowed host is allowed on every port)"),
+        ("https://api.example.com/v1", "a URL; give its host name alone"),
+        ("", "empty"),
+        ("a b", "not a host name, address or network"),
+    ],
+)
+def test_an_allow_host_that_can_match_nothing_is_refused(cli, project: Path, write_scenario, entry: str, problem: str) -> None:
+    """The guard's refusal line says `connect to api.example.com:443`; `--allow-host api.example.com:443` copied
+    from it (or a URL) matched no connection, silently, so the replay went on being refused."""
+    write_scenario()
+    assert cli("record").code == 0
+    r = cli("run", "--allow-host", entry)
+    assert r.code == 2 and r.out == ""
+    assert r.err.strip().splitlines() == [f"replay: error: --allow-host {entry!r}: {problem}"]
+    r = cli("matrix", "--harness", "0.62.0", "--allow-host", entry)
+    assert r.code == 2 and r.err.strip().splitlines() == [f"replay: error: --allow-host {entry!r}: {problem}"]
+    (project / "pyproject.toml").write_text(f"[tool.replay]\nallow-hosts = [{entry!r}]\n")
+    r = cli("run")
+    assert r.code == 2 and r.err.strip().splitlines() == [
+        f"replay: error: {project / 'pyproject.toml'}: [tool.replay] allow-hosts: {entry!r}: {problem}"]
+
+
+@pytest.mark.parametrize("entry", ["api.example.com", "*.example.com", "10.0.0.0/8", "::1", "192.168.1.7", "fe80::1%eth0"])
+def test_hosts_addresses_and_networks_are_allowed(entry: str) -> None:
+    from replay.config import allow_host_problem
+
+    assert allow_host_problem(entry) is None
