@@ -391,6 +391,7 @@ def run(
     _check_allow_hosts(allow_host)
     config = _config()
     _results_apart(out, cassettes, config)
+    _output_dir(out or config.results, "--out" if out is not None or "results" not in _configured(config) else "[tool.replay] results")
     _import_checks(config)  # a replay's own violations include the project's checks, as `check` reports them
     from .replayer import offline
 
@@ -747,6 +748,9 @@ def matrix(
     shard_k_n = mx.parse_shard(shard)
     _output_file(html, "--html")
     _check_allow_hosts(allow_host)
+    _output_dir(_envs.env_cache_dir(env_dir), "--env-dir")
+    if out is not None:
+        _output_dir(out, "--out")
     config = _config()
     if out is not None:  # results go to OUT/<version>/: among the recordings they were cassettes of no scenario
         _results_apart(out, cassettes, config)
@@ -831,6 +835,18 @@ def _check_allow_hosts(hosts: Sequence[str] | None) -> None:
         problem = allow_host_problem(host)
         if problem is not None:
             raise ReplayUsageError(f"--allow-host {host!r}: {problem}")
+
+
+def _output_dir(path: Path, option: str) -> None:
+    """Before any work: ``path`` is, or can be made, the folder ``option`` names. A file there was a
+    FileExistsError traceback from the environment cache's lock (``--env-dir pyproject.toml``)."""
+    if path.exists() and not path.is_dir():
+        raise ReplayUsageError(f"{path}: not a directory; {option} takes a folder")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ReplayUsageError(f"{path}: cannot be created: {parent} is not a directory")
+            break
 
 
 def _shown(path: Path) -> str:
@@ -939,6 +955,7 @@ def report(
 
     versions = _envs.with_pythons(_envs.parse_versions(harness), python or ())
     _output_file(out, "--out")
+    _output_dir(_envs.env_cache_dir(env_dir), "--env-dir")
     config = _config()
     _project_on_path(config)
     subject = rp.locate(target, config.scenarios)

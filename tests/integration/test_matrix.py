@@ -388,3 +388,22 @@ def test_two_runs_with_different_keys_share_the_env_cache(tmp_path: Path) -> Non
     # two different keys of one label: B pruned only what nobody held, A never lost its env mid-run
     keys = {row["key"] for d in (json.loads(out_a), json.loads(b.stdout)) for row in d["versions"]}
     assert len(keys) == 2
+
+
+def test_a_file_where_a_folder_belongs_is_one_line_before_any_install(cli, project: Path, tmp_path: Path) -> None:
+    """`matrix --env-dir pyproject.toml` (or $REPLAY_ENV_DIR naming a file) ended in a FileExistsError traceback
+    from the environment cache's lock; `run --out FILE` was one `cannot write` error per scenario."""
+    (project / "scenarios" / "x.py").write_text("from replay import scenario\n@scenario('x/y')\nasync def y(run): ...\n")
+    afile = project / "pyproject.toml"
+    cases = [
+        (("matrix", "--harness", "0.62.0", "--env-dir", "pyproject.toml"), "pyproject.toml: not a directory; --env-dir takes a folder"),
+        (("matrix", "--harness", "0.62.0", "--env-dir", "pyproject.toml/envs"), "pyproject.toml/envs: cannot be created: pyproject.toml is not a directory"),
+        (("matrix", "--harness", "0.62.0", "--out", "pyproject.toml"), "pyproject.toml: not a directory; --out takes a folder"),
+        (("report", "x/y", "--harness", "0.62.0", "--env-dir", "pyproject.toml"), "pyproject.toml: not a directory; --env-dir takes a folder"),
+        (("run", "--out", "pyproject.toml"), "pyproject.toml: not a directory; --out takes a folder"),
+    ]
+    for args, message in cases:
+        r = cli(*args)
+        assert r.code == 2 and r.out == "", (args, r.out, r.err)
+        assert r.err.strip().splitlines() == [f"replay: error: {message}"], args
+    assert afile.read_text() == "[tool.replay]\n"
