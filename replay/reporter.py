@@ -398,7 +398,9 @@ def _escape_data(text: str) -> str:
 
 
 def _escape_property(text: str) -> str:
-    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+    """A ``file=``/``title=`` value: one line, nothing a terminal acts on (a cassette's file name comes with
+    the pull request: `bad\x1b]0;…\x07.cassette` reached the log raw through both)."""
+    return _escape_data(visible(text)).replace(":", "%3A").replace(",", "%2C")
 
 
 def github_annotations(reports: Sequence[ScenarioReport], *, checks_only: bool = False) -> list[str]:

@@ -88,3 +88,18 @@ def test_a_step_summary_that_cannot_be_written_is_a_warning_not_a_traceback(
         assert "Traceback" not in r.err
         (warning,) = [line for line in r.err.splitlines() if "GITHUB_STEP_SUMMARY" in line]
         assert warning.startswith(f"replay: warning: GITHUB_STEP_SUMMARY={summary}: cannot append the step summary: ")
+
+
+def test_annotation_properties_show_control_characters_of_a_file_name(cli, changed: Path, project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The message of an annotation was made visible, its `file=` and `title=` were not: a cassette named
+    `bad\\x1b]0;pwned\\x07.cassette` in a pull request set the CI log viewer's title through `replay check`."""
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    (project / "cassettes" / "simple" / "bad\x1b]0;pwned\x07.cassette").write_bytes(b"garbage")
+    for fmt in ("text",):
+        r = cli("check", "--format", fmt)
+        assert r.code == 2
+        lines = [ln for ln in (r.out + r.err).splitlines() if ln.startswith("::error ")]
+        assert len(lines) == 1, (r.out, r.err)
+        line = lines[0]
+        assert "\x1b" not in line and "\x07" not in line, line
+        assert "bad\\x1b]0;pwned\\x07.cassette" in line
