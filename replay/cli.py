@@ -559,6 +559,9 @@ def check(
                 indent=2,
             )
         )
+        from .reporter import ci_extras
+
+        ci_extras(reports, "json", "harness-replay check", checks_only=True)  # as every other format has them
     else:
         emit(reports, fmt.value, title="harness-replay check", checks_only=True)
     _exit_for(reports)

@@ -478,6 +478,11 @@ def emit(
         print(junit(reports, title), end="")
     else:
         print_text(reports, console, checks_only=checks_only)
+    ci_extras(reports, fmt, title, checks_only=checks_only)
+
+
+def ci_extras(reports: Sequence[ScenarioReport], fmt: Format, title: str, *, checks_only: bool = False) -> None:
+    """The step summary and the pull-request annotations of (redacted) ``reports``, whatever ``fmt`` printed."""
     if os.environ.get("GITHUB_STEP_SUMMARY"):
         write_step_summary(markdown(reports, title, checks_only=checks_only))
     if os.environ.get("GITHUB_ACTIONS") == "true":  # the runner reads workflow commands from stdout and stderr alike

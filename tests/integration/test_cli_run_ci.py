@@ -103,3 +103,22 @@ def test_annotation_properties_show_control_characters_of_a_file_name(cli, chang
         line = lines[0]
         assert "\x1b" not in line and "\x07" not in line, line
         assert "bad\\x1b]0;pwned\\x07.cassette" in line
+
+
+def test_check_json_gets_the_annotations_and_summary_every_format_gets(
+    cli, changed: Path, project: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The README: under GitHub Actions each failed scenario gets an annotation (on stderr with the machine formats)
+    and Markdown goes to $GITHUB_STEP_SUMMARY; `check --format json` printed its JSON and neither."""
+    import json
+
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    (project / "cassettes" / "simple" / "broken.cassette").write_bytes(b"garbage")
+    r = cli("check", "--format", "json")
+    assert r.code == 2
+    json.loads(r.out)  # stdout stays parseable
+    (line,) = [ln for ln in r.err.splitlines() if ln.startswith("::error ")]
+    assert "broken.cassette" in line
+    assert "### harness-replay check: 1 ok, 0 with violations, 1 error" in summary.read_text()
