@@ -877,6 +877,9 @@ def init(
     # no cassette under `../cassettes` and a `tests/.gitignore` left `../.replay/` to be committed.
     pyproject = find_pyproject()
     here = pyproject.parent if pyproject is not None else Path.cwd()
+    if textconv is not None and (not textconv.strip() or any(ord(ch) < 32 or ord(ch) == 127 for ch in textconv)):
+        # "" fell back to the default unsaid; a newline was set in git config, where the shell runs two commands
+        raise ReplayUsageError(f"--textconv {textconv!r}: give one command line")
     command = textconv or _git.default_textconv()
     if git_config:
         _git.check_repository(here, command)

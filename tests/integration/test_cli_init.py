@@ -214,3 +214,14 @@ def test_init_names_a_directory_where_a_file_belongs(project: Path, cli: Callabl
     assert res.code == 2 and len(res.err.strip().splitlines()) == 1  # type: ignore[attr-defined]
     assert ".gitignore: not a regular file (a link, a directory or a device)" in res.err  # type: ignore[attr-defined]
     assert not (project / ".gitattributes").exists()
+
+
+@pytest.mark.parametrize("textconv", ["", "  ", "replay show\nrm -rf x", "replay\tshow"])
+def test_a_textconv_that_is_no_command_line_is_refused(repo: Path, cli: Callable[..., object], textconv: str) -> None:
+    """`--textconv ""` fell back to the default without a word; one holding a newline was set in git config,
+    where git's shell runs it as two commands."""
+    res = cli("init", "--git-config", "--textconv", textconv)
+    assert res.code == 2 and res.out == ""  # type: ignore[attr-defined]
+    assert res.err.strip().splitlines() == [f"replay: error: --textconv {textconv!r}: give one command line"]  # type: ignore[attr-defined]
+    assert not (repo / ".gitattributes").exists()
+    assert subprocess.run(["git", "config", "diff.replay.textconv"], cwd=repo, capture_output=True).returncode == 1
