@@ -91,7 +91,10 @@ def with_pythons(versions: Sequence[VersionSpec], pythons: Iterable[str]) -> lis
 
     Ordered by Python first, so a shard or a reader walks one interpreter's columns together.
     """
-    chosen = list(dict.fromkeys(p.strip() for p in pythons if p.strip()))
+    pythons = list(pythons)
+    if any(not p.strip() for p in pythons):  # was dropped unsaid: the matrix ran on the default Python only
+        raise ReplayUsageError("--python '': give a version (e.g. 3.12) or an interpreter path")
+    chosen = list(dict.fromkeys(p.strip() for p in pythons))
     if not chosen:
         return list(versions)
     out = []

@@ -537,3 +537,11 @@ def test_a_new_env_links_the_interpreters_compiled_standard_library(tmp_path: Pa
     assert (cache / "os.cpython-311.pyc").stat().st_ino == (stdlib / "__pycache__" / "os.cpython-311.pyc").stat().st_ino
     assert _envs._seed_stdlib_bytecode(env, str(stdlib), "cpython-311") == 0  # already there: nothing to do
     assert _envs._seed_stdlib_bytecode(env, "relative/lib", "cpython-311") == 0
+
+
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_a_blank_python_is_bad_input_not_dropped(blank: str) -> None:
+    """`--python ""` (an unset CI variable, `--python $PY`) was dropped unsaid: the matrix ran on the default
+    Python alone, where `--harness ""` is refused."""
+    with pytest.raises(ReplayUsageError, match=r"^--python '': give a version \(e\.g\. 3\.12\) or an interpreter path$"):
+        _envs.with_pythons(_envs.parse_versions(["0.62.0"]), ["3.12", blank])
