@@ -211,11 +211,23 @@ def _project_on_path(config: Config) -> None:
         sys.path.insert(0, root)
 
 
+def _default_target(targets: list[str] | None, config: Config) -> None:
+    """No TARGET and no scenarios folder: said as that, naming where the folder is set. `[tool.replay]
+    scenarios = "scenario"` (a typo) was `scenario: no such scenario file, directory or scenario id`."""
+    if targets or config.scenarios.is_dir():
+        return
+    if config.source is None:
+        raise ReplayUsageError(f"{config.scenarios}: no scenarios folder here (give a TARGET, or create it)")
+    raise ReplayUsageError(f"{config.scenarios}: no such scenarios folder, the default TARGET "
+                           f"([tool.replay] scenarios in {config.source}, default 'scenarios')")
+
+
 def _discover(targets: list[str] | None, config: Config, failures: list[Any] | None = None) -> list[Any]:
     """Import the targeted scenarios; with ``failures``, a file that fails to import is collected there."""
     from .recorder import tracking_agents
     from .scenario import discover
 
+    _default_target(targets, config)
     _project_on_path(config)
     with tracking_agents():
         found = discover(targets or [], default_dir=config.scenarios, failures=failures)
@@ -691,6 +703,7 @@ def _matrix_targets(targets: list[str] | None, config: Config) -> dict[str, str]
     """Scenario id → what to pass ``replay run`` in each env: the id, or the file outside scenarios/."""
     from .scenario import declared
 
+    _default_target(targets, config)
     home = config.scenarios.resolve()
     _project_on_path(config)
     found = declared(targets or [], default_dir=config.scenarios)

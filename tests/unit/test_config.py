@@ -113,3 +113,15 @@ def test_hosts_addresses_and_networks_are_allowed(entry: str) -> None:
     from replay.config import allow_host_problem
 
     assert allow_host_problem(entry) is None
+
+
+def test_a_scenarios_setting_naming_no_folder_says_where_it_is_set(cli, project: Path) -> None:
+    """`[tool.replay] scenarios = "scenario"` (a typo) made `replay run` say `scenario: no such scenario file,
+    directory or scenario id`, naming neither the setting nor the file that holds it."""
+    (project / "pyproject.toml").write_text('[tool.replay]\nscenarios = "scenario"\n')
+    for args in (("run",), ("record",), ("matrix", "--harness", "0.62.0")):
+        r = cli(*args)
+        assert r.code == 2 and r.out == "", args
+        assert r.err.strip().splitlines() == [
+            f"replay: error: scenario: no such scenarios folder, the default TARGET ([tool.replay] scenarios in "
+            f"{project / 'pyproject.toml'}, default 'scenarios')"], args
