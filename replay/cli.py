@@ -1046,7 +1046,15 @@ def _main(argv: list[str] | None, command: Any) -> None:
     except Exception as exc:  # click's usage errors (typer vendors click, so match by shape)
         show, exit_code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
         if callable(show) and isinstance(exit_code, int):
-            show()
+            format_message = getattr(exc, "format_message", None)
+            if type(exc).__name__ == "NoArgsIsHelpError" or not callable(format_message):
+                show()  # `replay` alone: the help is the answer
+                sys.exit(2)
+            # One line, as every other bad input: click's own form was three (usage, hint, error) for an
+            # unknown option or command or an extra argument, one unprefixed line for a missing value.
+            ctx = getattr(exc, "ctx", None)
+            hint = f"; see '{ctx.command_path} --help'" if ctx is not None else ""
+            typer.echo(f"replay: error: {visible(format_message())}{hint}", err=True)
             sys.exit(2)
         raise
 

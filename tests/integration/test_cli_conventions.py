@@ -109,3 +109,21 @@ def test_value_names_are_the_readmes(cli) -> None:
             option, value, having)
     for name in ("run", "matrix", "report"):
         assert "--timeout SECONDS" in helps[name], name
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["run", "--acept"], "replay: error: No such option: --acept (Possible options: --accept, --help); see 'replay run --help'"),
+        (["runn"], "replay: error: No such command 'runn'. Did you mean 'run'?; see 'replay --help'"),
+        (["init", "extra"], "replay: error: Got unexpected extra argument(s) (extra); see 'replay init --help'"),
+        (["run", "--format"], "replay: error: Option '--format' requires an argument."),
+        (["run", "--accept=3"], "replay: error: Option '--accept' does not take a value."),
+    ],
+)
+def test_every_usage_error_is_one_line(cli, args: list[str], line: str) -> None:
+    """A misspelt option or command, or an extra argument, was click's three lines (usage, hint, `Error: …`), and a
+    missing value one line without the `replay: error:` every other bad input has."""
+    r = cli(*args)
+    assert r.code == 2 and r.out == ""
+    assert r.err.splitlines() == [line]
