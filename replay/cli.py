@@ -1041,6 +1041,7 @@ def _main(argv: list[str] | None, command: Any) -> None:
     except (typer.BadParameter, typer.Abort) as exc:  # a value typer refused: say which option, as click does
         format_message = getattr(exc, "format_message", None)
         text = format_message() if callable(format_message) else str(exc)
+        text = text.replace(": Value error, ", ": ")  # typer 0.29 validates with pydantic, which prefixes its own kind
         typer.echo(f"replay: error: {visible(text)}", err=True)
         sys.exit(2)
     except Exception as exc:  # click's usage errors (typer vendors click, so match by shape)
