@@ -528,6 +528,15 @@ def check(
     from .reporter import emit
     config = _config()
     _import_checks(config)
+    if ignore:  # `--ignore content_lsot` left content_lost on and said nothing of the typo
+        from fnmatch import fnmatchcase
+
+        from .invariants import checks
+
+        known = sorted(checks())
+        for rule in ignore:
+            if not any(fnmatchcase(name, rule) for name in known):
+                raise ReplayUsageError(f"--ignore {rule!r}: no such check (known: {', '.join(known)})")
     base = cassettes or config.cassettes
     paths: list[Path] = []
     for t in targets or [str(base)]:

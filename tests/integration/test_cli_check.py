@@ -168,3 +168,12 @@ def test_a_folder_without_cassettes_is_bad_input_not_a_pass(cli, project: Path) 
         r = cli("check", *args)
         assert r.code == 2 and r.out == "", (args, r.out)
         assert r.err.strip().splitlines() == [f"replay: error: {args[-1]}: no cassettes in this directory"]
+
+
+def test_ignoring_a_check_that_does_not_exist_is_bad_input(cli) -> None:
+    """`check --ignore content_lsot` left content_lost on and said nothing of the typo."""
+    r = cli("check", "--ignore", "content_lsot", "seed001/keep_user_messages_true")
+    assert r.code == 2 and r.out == ""
+    (line,) = r.err.strip().splitlines()
+    assert line.startswith("replay: error: --ignore 'content_lsot': no such check (known: ") and "content_lost" in line
+    assert cli("check", "--ignore", "content_*", "seed001/keep_user_messages_true").code == 0  # a glob matching one
