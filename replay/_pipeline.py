@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -455,9 +456,13 @@ def compare_dirs(a: Path, b: Path, rules: Rules = Rules(), limits: Limits = DEFA
         sid = str(rel.with_suffix(""))
         if rel not in left or rel not in right:
             missing = a if rel not in left else b
-            reports.append(ScenarioReport(sid, "error", error=f"{missing / rel}: no such cassette"))
+            reports.append(ScenarioReport(sid, "error", error=f"{missing / rel}: no such cassette",
+                                          file=str((right if rel in right else left)[rel])))
             continue
-        reports.append(isolated(sid, compare_files, left[rel], right[rel], rules, limits))
+        started = time.perf_counter()
+        report = isolated(sid, compare_files, left[rel], right[rel], rules, limits)
+        report.seconds, report.file = time.perf_counter() - started, report.file or str(right[rel])  # JUnit's
+        reports.append(report)
     if not reports:
         raise ReplayError(f"{a}, {b}: no cassettes in either directory")
     return reports

@@ -501,12 +501,16 @@ def diff_cmd(
         if missing is not None:  # `diff cassettes typo`: said "cassettes: compare a directory with a directory"
             raise ReplayUsageError(f"{missing}: no such cassette or directory")
         raise ReplayUsageError(f"{a if a.is_dir() else b}: compare a directory with a directory, a cassette with a cassette")
+    started = time.perf_counter()
     report = _pipeline.compare_files(a, b, rules, limits(config))
+    report.seconds, report.file = time.perf_counter() - started, report.file or str(b)  # JUnit's time and file
     if fmt is Fmt.json:
-        from .reporter import report_json
+        from .reporter import ci_extras, report_json
         from .scrub import redact
 
-        typer.echo(dumps_json(report_json(redact(report)), indent=2))
+        report = redact(report)
+        typer.echo(dumps_json(report_json(report), indent=2))
+        ci_extras([report], "json", "harness-replay diff")  # annotations and step summary, as every format has
     else:
         emit([report], fmt.value, title="harness-replay diff")
     _exit_for([report])

@@ -122,3 +122,32 @@ def test_check_json_gets_the_annotations_and_summary_every_format_gets(
     (line,) = [ln for ln in r.err.splitlines() if ln.startswith("::error ")]
     assert "broken.cassette" in line
     assert "### harness-replay check: 1 ok, 0 with violations, 1 error" in summary.read_text()
+
+
+def test_diff_of_two_files_has_junit_time_and_file_and_ci_extras_in_json(
+    cli, changed: Path, project: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The README: every verdict's JUnit has `time`, `file` and `line`, and under GitHub Actions every format
+    annotates and writes the step summary; `diff A B` wrote `time="0.000"` and no `file`, and with `--format json`
+    neither annotation nor summary."""
+    import json
+
+    from conftest import ROOT
+
+    old = ROOT / "tests" / "fixtures" / "harness-0.54.0" / "seed000" / "long.cassette"
+    new = ROOT / "cassettes" / "seed000" / "long.cassette"
+    r = cli("diff", old, new, "--format", "junit")
+    assert r.code == 1
+    (case,) = ET.fromstring(r.out).iter("testcase")
+    assert case.get("file") == str(new) and float(case.get("time", "0")) > 0
+    r = cli("diff", old.parent, new.parent, "--format", "junit")  # directories: each pair the same
+    cases = {c.get("name"): c for c in ET.fromstring(r.out).iter("testcase")}
+    assert cases["long"].get("file") == str(new) and float(cases["long"].get("time", "0")) > 0
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    r = cli("diff", old, new, "--format", "json")
+    assert r.code == 1 and json.loads(r.out)["status"] == "changed"
+    (line,) = [ln for ln in r.err.splitlines() if ln.startswith("::error ")]
+    assert "seed000/long changed" in line
+    assert "### harness-replay diff: 0 same, 1 changed, 0 error" in summary.read_text()
