@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import inspect
+import os
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -309,6 +310,21 @@ def _module_path(path: Path, root: Path | None) -> str:
     return path.stem
 
 
+def _source_bytes(path: Path, given: Path | None = None) -> bytes:
+    """A scenario file's bytes; anything but a regular file is refused before it is opened: a FIFO named
+    ``x.py`` (or a link to one) hung ``replay run`` for good, a link to ``/dev/zero`` read until memory ran out."""
+    import stat
+
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        from .cassette import _file_kind
+
+        kind = "a directory" if stat.S_ISDIR(mode) else _file_kind(mode)
+        where = path if given is None else given.absolute()  # the file as found, not the device a link names
+        raise ReplayUsageError(f"{where}: is {kind}, not a regular file: refused")
+    return path.read_bytes()
+
+
 def _import_file(path: Path, root: Path | None = None) -> list[Scenario]:
     """Import a scenario file under a private module name and return what it registered.
 
@@ -319,9 +335,9 @@ def _import_file(path: Path, root: Path | None = None) -> list[Scenario]:
     import hashlib
     import importlib.util
 
-    path = path.resolve()
+    given, path = path, path.resolve()
     try:
-        source = path.read_bytes()
+        source = _source_bytes(path, given)
     except OSError as exc:
         raise ReplayUsageError(f"{path}: cannot read: {exc.strerror}") from None
     digest = hashlib.blake2b(str(path).encode() + b"\0" + source, digest_size=8).hexdigest()
@@ -396,8 +412,8 @@ def declared_ids(path: Path) -> list[str] | None:
     import ast  # here, not at the top: `replay --help` need not pay for it
 
     try:
-        tree = ast.parse(path.read_bytes(), filename=str(path))
-    except (OSError, SyntaxError, ValueError):
+        tree = ast.parse(_source_bytes(path), filename=str(path))
+    except (OSError, SyntaxError, ValueError, ReplayUsageError):
         return None
     ids: list[str] = []
     decorators: set[int] = set()
@@ -468,10 +484,10 @@ def discover(
     seen: dict[str, Scenario] = {}
 
     def load(file: Path, target: str | None) -> list[Scenario]:
-        file = file.resolve()
+        original, file = file, file.resolve()
         if file not in failed:
             try:
-                found = _import_file(file, default_dir)
+                found = _import_file(original, default_dir)
                 for s in found:
                     other = seen.get(s.id)
                     if other is not None and other.path != s.path:

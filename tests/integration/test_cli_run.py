@@ -371,3 +371,35 @@ def test_results_are_never_written_among_the_recordings(cli, write_scenario, pro
         "replay results would be written over the recordings, give another folder"]
     assert cassette.read_bytes() == before
     assert cli("run", "--out", "elsewhere").code == 0  # beside the cassettes, as ever
+
+
+def test_a_scenario_file_that_is_a_fifo_or_a_device_is_refused_not_read(cli, write_scenario, project: Path) -> None:
+    """A FIFO named `x.py` in scenarios/ (or a committed link to one) hung `replay run` for good; a link to
+    `/dev/zero` read until memory ran out. Either is that file's error; the other scenarios replay."""
+    import os
+    import signal
+
+    def hung(signum: int, frame: object) -> None:
+        raise AssertionError("replay hung reading a scenario file")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)
+    try:
+        _fifo_and_device(cli, write_scenario, project, os)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _fifo_and_device(cli, write_scenario, project: Path, os) -> None:
+    write_scenario()
+    assert cli("record").code == 0
+    os.mkfifo(project / "scenarios" / "fifo.py")
+    (project / "scenarios" / "zero.py").symlink_to("/dev/zero")
+    for command in ("run", "record"):
+        r = cli(command)
+        assert r.code == 2, (command, r.out, r.err)
+        text = r.out + r.err
+        assert f"{project / 'scenarios' / 'fifo.py'}: is a FIFO, not a regular file: refused" in text
+        assert f"{project / 'scenarios' / 'zero.py'}: is a character device, not a regular file: refused" in text
+    assert "SAME     simple/compact" in cli("run").out
