@@ -753,9 +753,10 @@ def render_junit(result: Result) -> str:
         if not cells:
             continue
         c = _counts(cell for _, cell in cells)
+        seconds = sum(float(cell.get("seconds") or 0.0) for _, cell in cells)  # as run's suite and pytest's have it
         out.append(
             f'<testsuite name={_qa("harness " + labels.get(spec, spec))} tests="{len(cells)}" '
-            f'failures="{c["changed"]}" errors="{c["error"]}" skipped="0">'
+            f'failures="{c["changed"]}" errors="{c["error"]}" skipped="0" time="{seconds:.3f}">'
         )
         for sid, cell in cells:
             classname, _, name = sid.rpartition("/")

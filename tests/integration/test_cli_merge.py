@@ -165,3 +165,17 @@ def test_html_of_a_run_json_among_others_says_why(tmp_path: Path, cli: Callable[
         assert page.err.strip().splitlines() == [
             "replay: error: run.json: the JSON of `replay run` is one page on its own, not a matrix shard to merge "
             "with others: give it alone"]
+
+
+def test_junit_suites_have_a_time_as_runs_has(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    """The README: matrix and merge JUnit has one suite per version "with the same time, file and line" as run's;
+    run's suite has `time`, the matrix's suites had none."""
+    import xml.etree.ElementTree as ET
+
+    doc = _valid()
+    doc["scenarios"]["a"]["0.54.0"]["seconds"] = 1.25
+    doc["scenarios"]["b"]["0.54.0"]["seconds"] = 0.5
+    (tmp_path / "s.json").write_text(json.dumps(doc))
+    r = cli("merge", "s.json", "--format", "junit", cwd=tmp_path)
+    suites = {s.get("name"): s for s in ET.fromstring(r.out).iter("testsuite")}
+    assert suites["harness 0.54.0"].get("time") == "1.750"
