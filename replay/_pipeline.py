@@ -19,6 +19,7 @@ from .cassette import (
     cassette_path,
     clean_stale_temps,
     encode_readable,
+    head_problem,
     iter_cassettes,
     load,
     save,
@@ -63,8 +64,12 @@ def record_scenarios(
         clean_stale_temps(cassettes)
     for sc in scenarios:
         path = cassette_path(cassettes, sc.id)
-        if path.exists() and not force:
-            out.append(RecordOutcome(sc.id, path, "skipped", "exists; use --force to overwrite"))
+        if (path.exists() or path.is_symlink()) and not force:
+            problem = head_problem(path)
+            if problem is not None:  # `skipped … exists`, exit 0, for a file every later `run` refuses
+                out.append(RecordOutcome(sc.id, path, "error", f"{problem}; not recorded over it: use --force"))
+            else:
+                out.append(RecordOutcome(sc.id, path, "skipped", "exists; use --force to overwrite"))
             continue
         try:
             cassette = record(sc)

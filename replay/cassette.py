@@ -566,18 +566,45 @@ def loads(data: bytes, source: object = "<bytes>", limits: Limits = DEFAULT_LIMI
         return _loads(data, source, limits)
 
 
+def _foreign(data: bytes) -> str | None:
+    """Why bytes that do not start with the magic are no cassette (None when they do)."""
+    if data.startswith(MAGIC):
+        return None
+    if data.startswith(b"<<<<<<< "):  # a merge that wrote both sides as text: no cassette loads either
+        return "git merge conflict markers, not a cassette: take one side (git checkout --ours/--theirs) or record the scenario again"
+    if data.startswith(b"version https://git-lfs."):
+        return "a Git LFS pointer, not the cassette (run git lfs pull)"
+    return "not a harness-replay cassette (wrong magic bytes)"
+
+
+def head_problem(path: Path) -> str | None:
+    """What makes the file at ``path`` no cassette at a glance (its kind, its first bytes), or None.
+
+    For ``record`` without ``--force``: a cassette there is kept, but one that cannot be a cassette
+    (a merge's conflict markers, an LFS pointer, an empty file) was skipped as if it were one."""
+    try:
+        st = os.stat(path)
+        if stat.S_ISDIR(st.st_mode):
+            return "is a directory, not a cassette"
+        if not stat.S_ISREG(st.st_mode):
+            return f"is {_file_kind(st.st_mode)}, not a regular file"
+        with open(path, "rb") as fh:
+            head = fh.read(len(MAGIC) + 64)
+    except OSError as exc:
+        return f"cannot read: {exc.strerror or exc}"
+    if not head:
+        return "empty file, not a cassette"
+    return _foreign(head)
+
+
 def _loads(data: bytes, source: object, limits: Limits) -> Cassette:
     if not data:
         raise CassetteError(source, "empty file, not a cassette")
     if len(data) > limits.max_bytes:
         raise CassetteError(source, f"file is {len(data)} bytes, over the {limits.max_bytes}-byte limit")
-    if not data.startswith(MAGIC):
-        if data.startswith(b"<<<<<<< "):  # a merge that wrote both sides as text: no cassette loads either
-            raise CassetteError(source, "git merge conflict markers, not a cassette: take one side "
-                                        "(git checkout --ours/--theirs) or record the scenario again")
-        if data.startswith(b"version https://git-lfs."):
-            raise CassetteError(source, "a Git LFS pointer, not the cassette (run git lfs pull)")
-        raise CassetteError(source, "not a harness-replay cassette (wrong magic bytes)")
+    foreign = _foreign(data)
+    if foreign is not None:
+        raise CassetteError(source, foreign)
     try:
         raw = msgpack.unpackb(
             data[len(MAGIC) :],

@@ -367,3 +367,24 @@ def test_a_file_declaring_an_id_no_cassette_can_have_errors_alone(cli, write_sce
         f"error     {bad.resolve()}: failed to import: ReplayUsageError: scenario id '../../escape' has a '..' segment; "
         "nothing written"]
     assert not (project.parent / "escape.cassette").exists()
+
+
+def test_an_existing_file_that_is_no_cassette_is_not_skipped_as_one(cli, write_scenario, project: Path) -> None:
+    """`record` without --force skipped a cassette left with git's conflict markers (or emptied, or an LFS pointer)
+    as `skipped … exists`, exit 0, leaving a file every later `run` refuses."""
+    write_scenario()
+    assert cli("record").code == 0
+    cassette = project / "cassettes" / "simple" / "compact.cassette"
+    good = cassette.read_bytes()
+    for data, problem in ((b"<<<<<<< HEAD\n" + good, "git merge conflict markers, not a cassette"),
+                          (b"", "empty file, not a cassette"),
+                          (b"version https://git-lfs.github.com/spec/v1\n", "a Git LFS pointer, not the cassette")):
+        cassette.write_bytes(data)
+        r = cli("record")
+        assert r.code == 2, r.err
+        (line,) = r.err.strip().splitlines()
+        assert line.startswith("error     simple/compact -> cassettes/simple/compact.cassette: " + problem)
+        assert line.endswith("; not recorded over it: use --force")
+        assert cassette.read_bytes() == data  # nothing written without --force
+    assert cli("record", "--force").code == 0 and cassette.read_bytes()[:8] == good[:8]
+    assert "skipped   simple/compact" in cli("record").out  # a cassette is still skipped
