@@ -401,6 +401,7 @@ def run(
     from . import _pipeline
     from .reporter import emit
     _check_allow_hosts(allow_host)
+    _check_timeout(timeout)
     config = _config()
     _results_apart(out, cassettes, config)
     _output_dir(out or config.results, "--out" if out is not None or "results" not in _configured(config) else "[tool.replay] results")
@@ -777,6 +778,7 @@ def matrix(
     shard_k_n = mx.parse_shard(shard)
     _output_file(html, "--html")
     _check_allow_hosts(allow_host)
+    _check_timeout(timeout)
     _output_dir(_envs.env_cache_dir(env_dir), "--env-dir")
     if out is not None:
         _output_dir(out, "--out")
@@ -876,6 +878,14 @@ def _output_dir(path: Path, option: str) -> None:
             if not parent.is_dir():
                 raise ReplayUsageError(f"{path}: cannot be created: {parent} is not a directory")
             break
+
+
+def _check_timeout(timeout: float | None) -> None:
+    """`--timeout 1e10` (or `inf`) was an `internal error … OverflowError` on every scenario's replay."""
+    from .config import MAX_TIMEOUT
+
+    if timeout is not None and not 0 <= timeout < MAX_TIMEOUT:
+        raise ReplayUsageError(f"--timeout {timeout:g}: give fewer than {MAX_TIMEOUT:,} seconds (0 for no bound)")
 
 
 def _shown(path: Path) -> str:
@@ -988,6 +998,7 @@ def report(
     versions = _envs.with_pythons(_envs.parse_versions(harness), python or ())
     _output_file(out, "--out")
     _output_dir(_envs.env_cache_dir(env_dir), "--env-dir")
+    _check_timeout(timeout)
     config = _config()
     _project_on_path(config)
     subject = rp.locate(target, config.scenarios)

@@ -90,6 +90,10 @@ def pin_project(root: Path | None) -> None:
     _PROJECT[:] = [root] if root is not None else []
 
 
+MAX_TIMEOUT = 10**7
+"""Seconds: past this an alarm cannot be set (``timestamp out of range for platform time_t``); 0 is no bound."""
+
+
 def find_pyproject(start: Path | None = None) -> Path | None:
     here = (start or (_PROJECT[0] if _PROJECT else Path.cwd())).resolve()
     for directory in (here, *here.parents):
@@ -165,7 +169,7 @@ def _load(path: Path, stamp: int, cwd: Path) -> Config:
                 raise ReplayUsageError(f"{path}: [tool.replay] {key} must be fail, repeat or fake")
             kwargs[name] = value
         elif name == "timeout":
-            if type(value) not in (int, float) or not 0 <= value < 10**7:
+            if type(value) not in (int, float) or not 0 <= value < MAX_TIMEOUT:
                 raise ReplayUsageError(f"{path}: [tool.replay] {key} must be a number of seconds (0 for no bound)")
             kwargs[name] = float(value)
         elif name.startswith("max_"):

@@ -143,6 +143,18 @@ def test_a_negative_flag_is_refused(cli, project: Path) -> None:
     assert r.code == 2 and "--timeout" in r.err and "Traceback" not in r.err, r.err
 
 
+@pytest.mark.parametrize("command", [("run",), ("matrix", "--harness", "0.62.0"), ("report", "x/y", "--harness", "0.62.0")])
+@pytest.mark.parametrize("value", ["1e10", "inf", "10000000"])
+def test_a_flag_past_what_an_alarm_can_hold_is_refused(cli, project: Path, command: tuple[str, ...], value: str) -> None:
+    """`run --timeout 1e10` (or `inf`) was `internal error (a harness-replay bug, please report it): OverflowError:
+    timestamp out of range for platform time_t` on every scenario; `[tool.replay] timeout` was bounded, the flag not."""
+    (project / "scenarios" / "x.py").write_text("from replay import scenario\n@scenario('x/y')\nasync def y(run): ...\n")
+    r = cli(*command, "--timeout", value)
+    assert r.code == 2 and r.out == ""
+    (line,) = r.err.strip().splitlines()
+    assert line.startswith("replay: error: --timeout ") and line.endswith(": give fewer than 10,000,000 seconds (0 for no bound)")
+
+
 def test_a_thread_left_running_does_not_keep_the_process_alive(hanging: Path) -> None:
     """Regression: the run timed out, the report was printed, and the process then waited 600 s for the
     tool's thread at exit."""
