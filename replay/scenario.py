@@ -105,6 +105,7 @@ class Run:
 
     def observe(self, name: str, value: Any) -> None:
         """Record a JSON-able value under ``name``; repeated names are kept in order."""
+        _check_name("run.observe", name)
         try:
             jsonable = _jsonable(value)
         except Exception as exc:  # pydantic_core raises PydanticSerializationError
@@ -113,7 +114,11 @@ class Run:
 
     def expect(self, name: str, value: Any) -> None:
         """Declare the value the observation ``name`` must have; ``replay check`` enforces it."""
-        self.expectations[name] = _jsonable(value)
+        _check_name("run.expect", name)
+        try:
+            self.expectations[name] = _jsonable(value)
+        except Exception as exc:  # as observe says it
+            raise ReplayUsageError(f"run.expect({name!r}, ...): value is not JSON-able: {exc}") from exc
 
     def observe_messages(self, name: str, messages: Any, *, source: Any = None) -> None:
         """Hand a message history that never reaches a model to the checks.
@@ -123,6 +128,7 @@ class Run:
         ``compaction_grew_request`` without writing the expected answer. ``source`` is the
         history it was made from, when there is one (the input of that ``compact()``).
         """
+        _check_name("run.observe_messages", name)
         call = f"run.observe_messages({name!r}, ...)"
         self.histories.append(
             ObservedHistory(
@@ -323,6 +329,13 @@ def _source_bytes(path: Path, given: Path | None = None) -> bytes:
         where = path if given is None else given.absolute()  # the file as found, not the device a link names
         raise ReplayUsageError(f"{where}: is {kind}, not a regular file: refused")
     return path.read_bytes()
+
+
+def _check_name(call: str, name: object) -> None:
+    """An observation's name is text: `run.observe(123, …)` ended `replay record` in a pydantic traceback
+    after the run, with the cassettes of the scenarios before it written and those after it not recorded."""
+    if not isinstance(name, str) or not name:
+        raise ReplayUsageError(f"{call}: the name is a non-empty string, got {name!r}")
 
 
 def _import_file(path: Path, root: Path | None = None) -> list[Scenario]:

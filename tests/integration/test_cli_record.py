@@ -388,3 +388,22 @@ def test_an_existing_file_that_is_no_cassette_is_not_skipped_as_one(cli, write_s
         assert cassette.read_bytes() == data  # nothing written without --force
     assert cli("record", "--force").code == 0 and cassette.read_bytes()[:8] == good[:8]
     assert "skipped   simple/compact" in cli("record").out  # a cassette is still skipped
+
+
+def test_an_observation_named_by_no_string_is_that_scenarios_error(cli, write_scenario, project: Path) -> None:
+    """`run.observe(123, 1)` ended `replay record` in a pydantic ValidationError traceback after the run: the
+    scenarios before it had been written, those after it were never recorded."""
+    (project / "scenarios" / "obs.py").write_text(
+        "from replay import Run, scenario\n\n"
+        "@scenario('obs/a_named')\nasync def a(run: Run) -> str:\n    run.observe(123, 1)\n    return 'x'\n\n"
+        "@scenario('obs/b_expect')\nasync def b(run: Run) -> str:\n    run.expect('x', object)\n    return 'x'\n\n"
+        "@scenario('obs/c_fine')\nasync def c(run: Run) -> str:\n    run.observe('n', 1)\n    return 'x'\n"
+    )
+    r = cli("record")
+    assert r.code == 2 and "Traceback" not in r.err
+    assert "recorded  obs/c_fine" in r.out
+    errors = [line for line in r.err.splitlines() if line.startswith("error")]
+    assert errors[0].startswith("error     obs/a_named -> cassettes/obs/a_named.cassette: raised ReplayUsageError: "
+                                "run.observe: the name is a non-empty string, got 123;")
+    assert "run.expect('x', ...): value is not JSON-able" in errors[1]
+    assert not (project / "cassettes" / "obs" / "a_named.cassette").exists()
