@@ -812,7 +812,7 @@ async def execute_async(scenario: Scenario, session: Session, mode: Mode = "reco
             with deterministic_ids(scenario.id):  # uuid4/secrets ids in prompts repeat across runs
                 output = await scenario.func(run)
             cassette.outcome = Outcome(status="ok", output=jsonable(output))
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # sys.exit() in a scenario ended `record` silently, with its code
             if os.environ.get("REPLAY_DEBUG"):
                 traceback.print_exc()
             cassette.outcome = Outcome(status="error", error=error_info(exc))

@@ -407,3 +407,20 @@ def test_an_observation_named_by_no_string_is_that_scenarios_error(cli, write_sc
                                 "run.observe: the name is a non-empty string, got 123;")
     assert "run.expect('x', ...): value is not JSON-able" in errors[1]
     assert not (project / "cassettes" / "obs" / "a_named.cassette").exists()
+
+
+def test_a_scenario_calling_sys_exit_is_its_error_not_the_commands_end(cli, project: Path) -> None:
+    """`sys.exit(3)` in a scenario ended `replay record` (and `run`) with exit 3 and no word: the scenarios after it
+    were never recorded or replayed."""
+    (project / "scenarios" / "ex.py").write_text(
+        "import sys\nfrom replay import Run, scenario\n\n"
+        "@scenario('ex/a_exits')\nasync def a(run: Run) -> str:\n    sys.exit(3)\n\n"
+        "@scenario('ex/b_fine')\nasync def b(run: Run) -> str:\n    return 'ok'\n"
+    )
+    r = cli("record")
+    assert r.code == 2 and "recorded  ex/b_fine" in r.out
+    assert r.err.strip().splitlines() == [
+        "error     ex/a_exits -> cassettes/ex/a_exits.cassette: raised SystemExit: 3; declare it with "
+        "@scenario(expect_error=...) if intended; nothing written"]
+    r = cli("run", "ex/b_fine", "ex/a_exits")
+    assert r.code == 2 and "SAME     ex/b_fine" in r.out
