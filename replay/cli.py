@@ -5,6 +5,7 @@ Exit codes fit CI: 0 nothing changed, 1 a change or violation was found, 2 bad i
 """
 
 
+import contextlib
 import copy
 import functools
 import os
@@ -315,7 +316,8 @@ def record(
     from .cassette import cassette_path
     config = _config()
     failures: list[Any] = []  # a file that fails to import (a capability this version lacks) errors alone
-    scenarios = _discover(targets, config, failures)
+    with _scenario_prints():
+        scenarios = _discover(targets, config, failures)
     directory = cassettes or config.cassettes
     def unimported_at(f: Any, sid: str) -> Any:
         """A file that failed to import, reported under each id it declares; an id no cassette can have
@@ -351,7 +353,8 @@ def record(
         for o in unimported:
             typer.echo(visible(f"error     {o.detail}" if o.scenario_id == str(o.path) else f"error     {o.scenario_id}: {o.detail}"), err=True)
         raise typer.Exit(2 if unimported or errors else 0 if same == len(results) else 1)
-    outcomes = _pipeline.record_scenarios(scenarios, directory, force=force, limits=limits(config)) + unimported
+    with _scenario_prints():
+        outcomes = _pipeline.record_scenarios(scenarios, directory, force=force, limits=limits(config)) + unimported
     if fmt is ShowFmt.json:
         typer.echo(dumps_json({o.scenario_id: {"status": o.status, "path": str(o.path), "detail": o.detail} for o in outcomes}))
     for o in outcomes if fmt is ShowFmt.text else ():
@@ -409,7 +412,8 @@ def run(
     from .replayer import offline
 
     failures: list[Any] = []
-    with offline():  # a module-level provider model must import without its key
+    stdout = sys.stdout  # the report's; a scenario's own prints go to stderr (see _scenario_prints)
+    with offline(), _scenario_prints():  # a module-level provider model must import without its key
         scenarios = _discover(targets, config, failures)
     rules = _pipeline.rules_from(config, ignore or ())
     flag = on_exhausted.value if on_exhausted else None  # the flag, else the scenario's own, else [tool.replay]
@@ -428,25 +432,27 @@ def run(
             *(ScenarioReport(sc.id, "error", error=f"not replayed: the run ended at {stuck.id}, which could not be stopped")
               for sc in rest),
         ]
-        emit(sorted([*reports, *ended, *_import_errors(failures, scenarios)], key=lambda r: r.scenario_id),
-             fmt.value, title="harness-replay run")
+        with contextlib.redirect_stdout(stdout):  # from the watchdog, while the stuck scenario's redirect holds
+            emit(sorted([*reports, *ended, *_import_errors(failures, scenarios)], key=lambda r: r.scenario_id),
+                 fmt.value, title="harness-replay run")
 
     for sc in scenarios:
         started = time.perf_counter()
-        report = _pipeline.isolated(
-            sc.id,
-            _pipeline.replay_scenario,
-            sc,
-            cassettes or config.cassettes,
-            out or config.results,
-            rules=rules,
-            on_exhausted=flag or sc.on_exhausted or config.on_exhausted,  # type: ignore[arg-type]
-            allow_hosts=[*config.allow_hosts, *(allow_host or [])],
-            limits=limits(config),
-            level=level.value,
-            timeout=config.timeout if timeout is None else timeout,
-            give_up=functools.partial(give_up, sc),
-        )
+        with _scenario_prints():
+            report = _pipeline.isolated(
+                sc.id,
+                _pipeline.replay_scenario,
+                sc,
+                cassettes or config.cassettes,
+                out or config.results,
+                rules=rules,
+                on_exhausted=flag or sc.on_exhausted or config.on_exhausted,  # type: ignore[arg-type]
+                allow_hosts=[*config.allow_hosts, *(allow_host or [])],
+                limits=limits(config),
+                level=level.value,
+                timeout=config.timeout if timeout is None else timeout,
+                give_up=functools.partial(give_up, sc),
+            )
         reports.append(_pipeline.located(report, sc, time.perf_counter() - started))
     reports = sorted([*reports, *_import_errors(failures, scenarios)], key=lambda r: r.scenario_id)
     emit(reports, fmt.value, title="harness-replay run")
@@ -886,6 +892,14 @@ def _check_timeout(timeout: float | None) -> None:
 
     if timeout is not None and not 0 <= timeout < MAX_TIMEOUT:
         raise ReplayUsageError(f"--timeout {timeout:g}: give fewer than {MAX_TIMEOUT:,} seconds (0 for no bound)")
+
+
+@contextmanager
+def _scenario_prints() -> Iterator[None]:
+    """What a scenario (or its agents, tools, imports) prints goes to stderr: on stdout it came before the
+    report, and `run --format json` / `junit` (each matrix cell's JSON too) was no longer parseable."""
+    with contextlib.redirect_stdout(sys.stderr):
+        yield
 
 
 def _shown(path: Path) -> str:

@@ -403,3 +403,24 @@ def _fifo_and_device(cli, write_scenario, project: Path, os) -> None:
         assert f"{project / 'scenarios' / 'fifo.py'}: is a FIFO, not a regular file: refused" in text
         assert f"{project / 'scenarios' / 'zero.py'}: is a character device, not a regular file: refused" in text
     assert "SAME     simple/compact" in cli("run").out
+
+
+def test_what_a_scenario_prints_never_breaks_the_machine_formats(cli, project: Path) -> None:
+    """A `print()` in a scenario (or at its import, or in an agent's tool) came out on stdout before the report:
+    `run --format json` and `record --format json` were no JSON, `--format junit` no XML, and each matrix cell
+    reads its version's `run --format json`."""
+    import json
+    import xml.etree.ElementTree as ET
+
+    (project / "scenarios" / "noisy.py").write_text(
+        "from replay import Run, scenario\nprint('imported')\n\n"
+        "@scenario('noisy/one')\nasync def one(run: Run) -> str:\n    print('hello from the scenario')\n    return 'ok'\n"
+    )
+    r = cli("record", "--format", "json")
+    assert r.code == 0 and json.loads(r.out)["noisy/one"]["status"] == "recorded"
+    assert "imported" in r.err and "hello from the scenario" in r.err  # shown, on stderr
+    r = cli("run", "--format", "json")
+    assert r.code == 0 and json.loads(r.out)["summary"]["same"] == 1
+    assert "hello from the scenario" in r.err
+    r = cli("run", "--format", "junit")
+    assert r.code == 0 and ET.fromstring(r.out).find("testsuite") is not None
