@@ -1064,8 +1064,27 @@ def main(argv: list[str] | None = None, command: Any = None) -> None:
         raise
 
 
+_PATH_OPTIONS = frozenset({"--cassettes", "--out", "-o", "--env-dir", "--html"})
+
+
+def _no_empty_paths(args: Sequence[str]) -> None:
+    """An empty folder or file name (`--cassettes "$DIR"` with DIR unset) was the working directory: `record`
+    wrote cassettes beside pyproject.toml, `run --out ""` its results over the project's files."""
+    previous = ""
+    for arg in args:
+        option, eq, value = arg.partition("=")
+        if eq and option in _PATH_OPTIONS and not value:
+            raise ReplayUsageError(f"{option} '': an empty path (an unset variable?)")
+        if arg == "" and (previous in _PATH_OPTIONS or not previous.startswith("-")):
+            if previous in _PATH_OPTIONS:
+                raise ReplayUsageError(f"{previous} '': an empty path (an unset variable?)")
+            raise ReplayUsageError("'': an empty argument where a file, folder or scenario id belongs (an unset variable?)")
+        previous = arg
+
+
 def _main(argv: list[str] | None, command: Any) -> None:
     try:
+        _no_empty_paths(sys.argv[1:] if argv is None else argv)
         if command is not None:
             code = command.main(args=argv, prog_name="replay", standalone_mode=False)
         else:

@@ -130,3 +130,25 @@ def test_every_usage_error_is_one_line(cli, args: list[str], line: str) -> None:
     r = cli(*args)
     assert r.code == 2 and r.out == ""
     assert r.err.splitlines() == [line]
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["record", "--cassettes", ""], "replay: error: --cassettes '': an empty path (an unset variable?)"),
+        (["run", "--out", ""], "replay: error: --out '': an empty path (an unset variable?)"),
+        (["run", "--out="], "replay: error: --out '': an empty path (an unset variable?)"),
+        (["matrix", "--harness", "0.62.0", "--env-dir", ""], "replay: error: --env-dir '': an empty path (an unset variable?)"),
+        (["ls", ""], "replay: error: '': an empty argument where a file, folder or scenario id belongs (an unset variable?)"),
+        (["run", ""], "replay: error: '': an empty argument where a file, folder or scenario id belongs (an unset variable?)"),
+    ],
+)
+def test_an_empty_path_is_bad_input_not_the_working_directory(cli, project, write_scenario, args: list[str], line: str) -> None:
+    """`record --cassettes "$DIR"` with DIR unset wrote the cassettes into the working directory (`""` is `.`);
+    `run --out ""` wrote results among the project's files; `ls ""` listed every cassette below."""
+    write_scenario()
+    before = sorted(p.name for p in project.iterdir())
+    r = cli(*args)
+    assert r.code == 2 and r.out == ""
+    assert r.err.splitlines() == [line]
+    assert sorted(p.name for p in project.iterdir()) == before
