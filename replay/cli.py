@@ -959,6 +959,8 @@ def html(
     from .html import fill_from_results, render_html
 
     _output_file(out, "--out")
+    if out.exists() and any(out.resolve() == r.resolve() for r in results if r.exists()):
+        raise ReplayUsageError(f"{out}: --out names one of the results files read; the page would replace it")
     docs = mx.load_results(results)
     if len(docs) > 1:
         for name, d in docs:  # each file alone is a page; together they are shards to merge

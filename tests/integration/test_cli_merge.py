@@ -179,3 +179,14 @@ def test_junit_suites_have_a_time_as_runs_has(tmp_path: Path, cli: Callable[...,
     r = cli("merge", "s.json", "--format", "junit", cwd=tmp_path)
     suites = {s.get("name"): s for s in ET.fromstring(r.out).iter("testsuite")}
     assert suites["harness 0.54.0"].get("time") == "1.750"
+
+
+def test_html_never_writes_over_the_results_it_reads(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    """`replay html shard.json --out shard.json` replaced the shard's JSON with the page."""
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(_valid()))
+    before = good.read_bytes()
+    r = cli("html", "good.json", "--out", "./good.json", cwd=tmp_path)
+    assert r.code == 2 and r.err.strip().splitlines() == [
+        "replay: error: good.json: --out names one of the results files read; the page would replace it"]
+    assert good.read_bytes() == before
