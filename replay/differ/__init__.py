@@ -680,6 +680,9 @@ def source_edited(a: Cassette, b: Cassette) -> bool:
 
 
 def _warnings(a: Cassette, b: Cassette) -> list[str]:
+    ia, ib = a.header.scenario_id, b.header.scenario_id
+    if ia and ib and ia != ib:  # `diff x.cassette y.cassette` of two scenarios read "the scenario's source changed"
+        return [f"the cassettes hold two different scenarios ({ia!r}, {ib!r}): not one scenario on two versions"]
     if source_edited(a, b):
         return ["the scenario's source changed since the recording: a difference may come from the edit, not the harness"]
     return []

@@ -428,3 +428,11 @@ def test_a_kept_user_message_wrapped_in_one_text_item_is_the_same_prompt(cli) ->
     r = cli("diff", old, new, "--format", "json")
     doc = json.loads(r.out)
     assert r.code == 0 and {s["status"] for s in doc["scenarios"].values()} == {"same"}, r.out
+
+
+def test_two_different_scenarios_are_said_to_be_so(cli) -> None:
+    """`diff` of the cassettes of two scenarios printed `SAME seed000/long` with `warning the scenario's source
+    changed since the recording`, as if one scenario had been edited."""
+    r = cli("diff", NEW / "seed000" / "long.cassette", NEW / "seed000" / "short.cassette")
+    assert "the cassettes hold two different scenarios ('seed000/long', 'seed000/short'): not one scenario on two versions" in r.out
+    assert "the scenario's source changed" not in r.out
