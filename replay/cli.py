@@ -852,17 +852,33 @@ def _output_file(path: Path | None, option: str) -> None:
             break
 
 
+def _configured(config: Config) -> set[str]:
+    """The [tool.replay] keys the project's pyproject.toml sets (folder settings have defaults in Config too)."""
+    import tomllib
+
+    try:
+        table = tomllib.loads(config.source.read_text(encoding="utf-8")).get("tool", {}).get("replay", {}) if config.source else {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, AttributeError):
+        return set()
+    return set(table) if isinstance(table, dict) else set()
+
+
 def _results_apart(out: Path | None, cassettes: Path | None, config: Config) -> None:
     """Before any work: replay results go beside the recordings, never among them. `run --out cassettes`
     (or `[tool.replay] results` naming that folder) wrote each result over its baseline, a silent accept."""
     results, base = out or config.results, cassettes or config.cassettes
-    named = "--out" if out is not None or config.source is None else f"{config.source}: [tool.replay] results"
+    if out is not None:
+        named = "--out"
+    elif config.source is not None and "results" in _configured(config):
+        named = f"{config.source}: [tool.replay] results"
+    else:  # `run --cassettes .replay/results`: the default results folder, set nowhere
+        named = "the results folder"
     if results.resolve() == base.resolve():
         raise ReplayUsageError(f"{named} {results}: the cassettes folder; replay results would be written over the "
-                               "recordings, give another folder")
+                               "recordings, give another folder" + (" with --out" if named == "the results folder" else ""))
     if base.resolve() in results.resolve().parents:
         raise ReplayUsageError(f"{named} {results}: inside the cassettes folder {base}; replay results would be "
-                               "written among the recordings, give another folder")
+                               "written among the recordings, give another folder" + (" with --out" if named == "the results folder" else ""))
 
 
 def _check_allow_hosts(hosts: Sequence[str] | None) -> None:

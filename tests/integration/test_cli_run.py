@@ -370,6 +370,11 @@ def test_results_are_never_written_among_the_recordings(cli, write_scenario, pro
         f"replay: error: {project / 'pyproject.toml'}: [tool.replay] results cassettes: the cassettes folder; "
         "replay results would be written over the recordings, give another folder"]
     assert cassette.read_bytes() == before
+    (project / "pyproject.toml").write_text("[tool.replay]\n")
+    r = cli("run", "--cassettes", ".replay/results")  # the default results folder, set nowhere: said as that
+    assert r.code == 2 and r.err.strip().splitlines() == [
+        "replay: error: the results folder .replay/results: the cassettes folder; replay results would be written "
+        "over the recordings, give another folder with --out"]
     assert cli("run", "--out", "elsewhere").code == 0  # beside the cassettes, as ever
 
 
