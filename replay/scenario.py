@@ -274,6 +274,10 @@ def scenario(
 
     if callable(arg):
         return register(arg, None)
+    if arg is not None and (not isinstance(arg, str) or not arg):
+        # `@scenario("")` became `<file>/<function>` when imported but `""` to the static scan that plans
+        # `run ID` and `matrix`, so neither found it by either name
+        raise ReplayUsageError(f"@scenario({arg!r}): the id is a non-empty 'group/name' string (or leave it out)")
     return lambda func: register(func, arg)
 
 
@@ -408,7 +412,7 @@ def _decorator_id(node: ast.expr, stem: str, name: str) -> str | None | bool:
     if len(node.args) == 1:
         arg = node.args[0]
         if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-            return arg.value
+            return arg.value or None  # "" is refused at import: let the import say so
         if isinstance(arg, ast.Constant) and arg.value is None:
             return f"{stem}/{name}"
     return None

@@ -155,3 +155,22 @@ def test_expect_error_that_names_no_exception_is_one_clear_error(bad: object) ->
     with pytest.raises(ReplayUsageError) as info:
         scenario("bad/expect", expect_error=bad)  # type: ignore[call-overload]
     assert str(info.value) == f"@scenario(expect_error={bad!r}): expected an exception class or its name"
+
+
+@pytest.mark.parametrize("bad", ["", 5])
+def test_an_id_that_is_empty_or_no_string_is_refused(bad: object) -> None:
+    """`@scenario("")` was registered as `<file>/<function>` while the static scan (which plans `run ID` and
+    `matrix`) read its id as `""`: by neither name was it found."""
+    from replay import scenario
+
+    with pytest.raises(ReplayUsageError) as info:
+        scenario(bad)  # type: ignore[call-overload]
+    assert str(info.value) == f"@scenario({bad!r}): the id is a non-empty 'group/name' string (or leave it out)"
+
+
+def test_the_static_scan_reads_no_empty_id(tmp_path: Path) -> None:
+    """The scan that plans `matrix` cells read `@scenario("")` as the id `""`; the import refuses it, so the scan
+    leaves the file to the import (None: ids not readable statically)."""
+    path = tmp_path / "s.py"
+    path.write_text("from replay import scenario\n\n@scenario('')\nasync def f(run): ...\n")
+    assert declared_ids(path) is None
