@@ -388,7 +388,7 @@ def run(
     accept_violations: Annotated[
         bool,
         typer.Option(
-            "--accept-violations", help="With --accept: also accept replays that have new invariant violations."
+            "--accept-violations", help="Accept, as --accept does (implied), also replays that have new invariant violations."
         ),
     ] = False,
     level: Annotated[
