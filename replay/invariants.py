@@ -1293,13 +1293,57 @@ def _lost_positions(ix: _Index, window: list[Exchange], sent: list[int], source:
     return found
 
 
+def _dropped_ahead(ix: _Index, window: list[Exchange], source: list[int], lost: list[int]) -> bool:
+    """Whether the messages lost at positions ``lost`` of ``source`` were dropped before the summarizing
+    compaction ran, by a window in front of it (``TieredCompaction(tiers=[SlidingWindowCompaction, …,
+    SummarizingCompaction])``): the summarizer is handed the history its compaction was given, so
+    what the recording shows is that history — the source from some message on, behind the preserved
+    first user message — and nothing of it lost.
+
+    True when the lost messages are one run of the source that starts right after its first request
+    with a user prompt (or at its start) and ends right where the summarizer's input picks up
+    (its message found in the summarizer input), everything after it summarized or kept. A summarizing
+    compaction alone never leaves that shape (it summarizes from the start), so what it loses in the
+    middle (seed 001: A9, U10, A10 between the summarized head and the kept tail) is still lost.
+    """
+    a, b = lost[0], lost[-1] + 1
+    if lost != list(range(a, b)) or b >= len(source):
+        return False
+    head = next(
+        (k for k, i in enumerate(source) if ix.msg(i).get("kind") == "request"
+         and any(p.get("part_kind") == "user-prompt" for p in _parts(ix.msg(i)))),
+        -1,
+    )
+    if a > head + 1:
+        return False  # something was summarized or kept past the head before the lost run: not a window's cut
+    said = [ix.texts(i)[0] for e in window for i in e.messages] + [e.instructions or "" for e in window]
+
+    def grams() -> list[_Grams]:
+        tokens: list[str] = []
+        for e in window:
+            for i in e.messages:
+                tokens += ix.tokens(i)
+        return [_Grams(tokens)]
+
+    picked_up = ix.texts(source[b])[1]
+    if not picked_up or _unfound(ix, [source[b]], [_Verbatim("\n".join(said))], grams):
+        return False
+    # and the summarizer's input starts there: the message after it is not written out before it
+    text = "\n".join(said)
+    at = _bounded_end(text, picked_up[0], 0)
+    after = next((n for i in source[b + 1:] for n in ix.texts(i)[1][:1]), None)
+    later = _bounded_end(text, after, 0) if after else -1
+    return at < 0 or later < 0 or at - len(picked_up[0]) < later - len(after or "")
+
+
 @register("content_lost")
 def content_lost(c: Cassette) -> Iterator[Violation]:
     """A user or assistant message a summarizing compaction neither summarized nor kept.
 
     Seed 001: with ``keep_user_messages=True`` the kept user copies take the tail's slots
-    and A9, U10, A10 reach neither model. Only compactions with a summarizer are checked:
-    a sliding window drops messages by design.
+    and A9, U10, A10 reach neither model. Otherwise only compactions with a summarizer are checked:
+    a sliding window drops messages by design, also as a tier ahead of a summarizer
+    (:func:`_dropped_ahead`).
     """
     ix = _index(c)
     windows = _Windows(c, ix)
@@ -1309,7 +1353,10 @@ def content_lost(c: Cassette) -> Iterator[Violation]:
             if not window or not ix.compacted(v, True):
                 continue
             sent, source = v.exchange.messages, v.source_ids
-            lost = [ix.msg(source[k]) for k in _lost_positions(ix, window, sent, source)]
+            positions = _lost_positions(ix, window, sent, source)
+            if positions and _dropped_ahead(ix, window, source, positions):
+                continue
+            lost = [ix.msg(source[k]) for k in positions]
             if not lost:
                 continue
             labels = [message_label(m) for m in lost]

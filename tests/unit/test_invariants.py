@@ -329,6 +329,44 @@ def test_content_lost_needs_a_summarizer_a_sliding_window_drops_by_design() -> N
     assert only(b.cassette, "content_lost") == []
 
 
+def _tiered(summarizer_saw: str, kept: list[ModelMessage]) -> Build:
+    """A window tier cut U2..A7 (the first prompt preserved), then a summarizing tier summarized the rest."""
+    b = Build()
+    run = b.run("U11", turns(10), [])
+    summarize(b, summarizer_saw, "Summary.")
+    sent = [ModelRequest(parts=[SystemPromptPart("Summary."), UserPromptPart("U1")]), *kept]
+    b.request("main", run, sent, reply("Done."))
+    b.cassette.runs[run].result = b.ids([*sent, reply("Done.")])
+    return b
+
+
+def test_content_lost_leaves_out_what_a_window_tier_dropped_before_the_summarizer() -> None:
+    """TieredCompaction([SlidingWindowCompaction, SummarizingCompaction]): the summarizer is handed what
+    the window left (the first prompt, then A7 on), so A1..U7 were dropped by design, not lost."""
+    saw = "User: U1 Assistant: A7 User: U8 Assistant: A8 User: U9 Assistant: A9 User: U10"
+    assert only(_tiered(saw, [reply("A10"), user("U11")]).cassette, "content_lost") == []
+    # the same shape with a gap inside what the summarizing tier had (A8 neither summarized nor kept) is lost
+    saw = "User: U1 Assistant: A7 User: U8 User: U9 Assistant: A9 User: U10"
+    (v,) = only(_tiered(saw, [reply("A10"), user("U11")]).cassette, "content_lost")
+    assert "A8" in v.evidence["lost"]
+
+
+def test_content_lost_a_summarizer_that_skips_a_middle_run_is_still_a_loss() -> None:
+    """Seed 001's shape: the lost run comes after what was summarized past the first prompt (not a window's cut)."""
+    saw = " ".join(f"User: U{i} Assistant: A{i}" for i in range(1, 9))
+    (v,) = only(_keep_user_case([user("U11")], saw).cassette, "content_lost")
+    assert v.evidence["lost"] == ["U9", "A9", "U10", "A10"]
+
+
+@pytest.mark.parametrize("version", ["0.54.0", "0.62.0"])
+def test_content_lost_tiered_window_tier_on_real_recordings(version: str) -> None:
+    from replay.cassette import load
+
+    c = load(ROOT / "tests" / "fixtures" / f"harness-{version}" / "intent" / "tiered_window_then_summary.cassette")
+    assert [e.role for e in c.exchanges] == [SUMMARIZER, "main"]  # the summarizing tier did run
+    assert only(c, "content_lost") == []
+
+
 def _two_compactions_in_one_run(second_saw: str) -> Build:
     """One run of tool calls compacted twice: the second summarizer is given the first's summary."""
     b = Build()
