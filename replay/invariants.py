@@ -1336,40 +1336,68 @@ def _dropped_ahead(ix: _Index, window: list[Exchange], source: list[int], lost: 
     return at < 0 or later < 0 or at - len(picked_up[0]) < later - len(after or "")
 
 
+def _newest_unsent(ix: _Index, sent: list[int], source: list[int]) -> bool:
+    """Whether the newest message of ``source`` — the request being answered: the run's prompt, or what
+    a tool loop's request added — has a user or assistant text the compacted request does not carry.
+    Every compaction keeps it (0.56 on: "keeping zero messages would drop the newest message, which in a
+    run is the request being answered"); a summary of it is no answer to it."""
+    if not source or not ix.texts(source[-1])[1]:
+        return False
+    kept = [ix.texts(i)[0] for i in sent]
+
+    def grams() -> list[_Grams]:
+        tokens: list[str] = []
+        for i in sent:
+            tokens += ix.tokens(i)
+        return [_Grams(tokens)]
+
+    return bool(_unfound(ix, [source[-1]], [_Verbatim("\n".join(kept))], grams))
+
+
 @register("content_lost")
 def content_lost(c: Cassette) -> Iterator[Violation]:
-    """A user or assistant message a summarizing compaction neither summarized nor kept.
+    """A user or assistant message a summarizing compaction neither summarized nor kept, or the
+    request being answered left out of a compacted request by any compaction.
 
     Seed 001: with ``keep_user_messages=True`` the kept user copies take the tail's slots
     and A9, U10, A10 reach neither model. Otherwise only compactions with a summarizer are checked:
     a sliding window drops messages by design, also as a tier ahead of a summarizer
-    (:func:`_dropped_ahead`).
+    (:func:`_dropped_ahead`) — but never the newest message (0.54's
+    ``SlidingWindowCompaction(keep_messages=1, receipts=True)`` sent the receipt and the first prompt
+    without the current one).
     """
     ix = _index(c)
     windows = _Windows(c, ix)
     for role, views in ix.views().items():
         for v in views:
             window = windows.of(role, v)
-            if not window or not ix.compacted(v, True):
+            if not ix.compacted(v, bool(window)):
                 continue
             sent, source = v.exchange.messages, v.source_ids
-            positions = _lost_positions(ix, window, sent, source)
+            positions = _lost_positions(ix, window, sent, source) if window else []
             if positions and _dropped_ahead(ix, window, source, positions):
-                continue
+                positions = []
+            newest = len(source) - 1 not in positions and _newest_unsent(ix, sent, source)
             lost = [ix.msg(source[k]) for k in positions]
-            if not lost:
+            current = message_label(ix.msg(source[-1])) if newest else None
+            if not lost and current is None:
                 continue
             labels = [message_label(m) for m in lost]
+            missing = labels + ([current] if current is not None else [])
             via = [f"{e.role}[{e.index}]" for e in window]
+            said = [f"compaction lost {', '.join(labels)}: in neither the summarizer input ({', '.join(via)}) nor the kept history"] if labels else []
+            if current is not None:
+                said.append(f"{'' if labels else 'compaction '}left out the request being answered, {current}"
+                            + (f" (given to the summarizer, {', '.join(via)}, but not sent)" if window else ""))
             yield Violation(
                 "content_lost",
                 role,
                 v.exchange.index,
-                f"compaction lost {', '.join(labels)}: in neither the summarizer input ({', '.join(via)}) "
-                f"nor the kept history ({len(sent)} of {len(source)} messages sent)",
-                {"lost": labels, "summarizer": via, "source_messages": len(source), "sent_messages": len(sent)},
+                f"{'; '.join(said)} ({len(sent)} of {len(source)} messages sent)",
+                {"lost": missing, "summarizer": via,
+                 "source_messages": len(source), "sent_messages": len(sent), "newest_unsent": current},
                 identity=("lost",),
-                measure=dict(Counter(labels)),
+                measure=dict(Counter(missing)),
             )
 
 

@@ -367,6 +367,46 @@ def test_content_lost_tiered_window_tier_on_real_recordings(version: str) -> Non
     assert only(c, "content_lost") == []
 
 
+def test_content_lost_a_window_that_drops_the_request_being_answered() -> None:
+    """A sliding window (no summarizer) may drop old turns, never the newest message: 0.54's
+    SlidingWindowCompaction(keep_messages=1, receipts=True) sent its receipt and the first prompt only."""
+    b = Build()
+    run = b.run("U6", turns(5), [])
+    sent = [ModelRequest(parts=[UserPromptPart("[History before this point (10 messages) was dropped]"), UserPromptPart("U1")])]
+    b.request("main", run, sent, reply("Done."))
+    b.cassette.runs[run].result = b.ids([*sent, reply("Done.")])
+    (v,) = only(b.cassette, "content_lost")
+    assert (v.evidence["lost"], v.evidence["newest_unsent"], v.evidence["summarizer"]) == (["U6"], "U6", [])
+    assert "left out the request being answered, U6" in v.message
+
+
+def test_content_lost_a_summarized_current_prompt_is_not_an_answered_one() -> None:
+    """Summarized but not sent: the model answers a summary, not the request (0.54, keep_messages=0)."""
+    saw = " ".join(f"User: U{i} Assistant: A{i}" for i in range(1, 11)) + " User: U11"
+    (v,) = only(_keep_user_case([user("U1")], saw).cassette, "content_lost")
+    assert v.evidence["lost"] == ["U11"] and "given to the summarizer" in v.message
+    assert only(_keep_user_case([user("U1"), user("U11")], saw).cassette, "content_lost") == []
+
+
+@pytest.mark.parametrize(
+    ("version", "scenario_id", "flagged"),
+    [
+        ("0.54.0", "window_receipt_keep1", True),
+        ("0.62.0", "window_receipt_keep1", False),
+        ("0.54.0", "summary_keep0", True),
+        ("0.62.0", "summary_keep0", False),
+    ],
+)
+def test_content_lost_current_prompt_on_real_recordings(version: str, scenario_id: str, flagged: bool) -> None:
+    """0.54 drops the current prompt with keep_messages=1 and receipts, or keep_messages=0 (summarized);
+    0.56 on always keep the newest message."""
+    from replay.cassette import load
+
+    c = load(ROOT / "tests" / "fixtures" / f"harness-{version}" / "intent" / f"{scenario_id}.cassette")
+    found = only(c, "content_lost")
+    assert [v.evidence["newest_unsent"] for v in found] == (["question number 6 about topic6"] if flagged else [])
+
+
 def _two_compactions_in_one_run(second_saw: str) -> Build:
     """One run of tool calls compacted twice: the second summarizer is given the first's summary."""
     b = Build()
