@@ -612,12 +612,30 @@ def _run_failed(c: Cassette, ex: Exchange) -> bool:
     return ex.run is not None and 0 <= ex.run < len(c.runs) and c.runs[ex.run].error is not None
 
 
+_LEGACY_SUMMARY = "Summary of previous conversation:\n\n"
+"""How harness releases up to 0.60 wrote a summary: a system prompt opening with this (their
+``SUMMARY_PREFIX``; 0.62 still recognises one by it, ``is_legacy_summary``)."""
+
+
+def _legacy_summary(part: dict[str, Any]) -> bool:
+    content = part.get("content")
+    return (part.get("part_kind") == "system-prompt" and isinstance(content, str)
+            and content.startswith(_LEGACY_SUMMARY) and part.get("scope") != "request")
+
+
 def _summary_part(part: dict[str, Any]) -> bool:
-    """A part that carries a compaction's summary: a compaction part, or one the harness marks as a summary."""
-    if part.get("part_kind") == "compaction":
+    """A part that carries a compaction's summary: a compaction part, one the harness marks as a summary,
+    or a system prompt holding one the way releases up to 0.60 wrote it (:data:`_LEGACY_SUMMARY`)."""
+    if part.get("part_kind") == "compaction" or _legacy_summary(part):
         return True
     meta = part.get("metadata")
     return isinstance(meta, dict) and any(isinstance(k, str) and ".compaction.summary" in k for k in meta)
+
+
+def _summary_of(part: dict[str, Any]) -> str:
+    """The summary a summary part carries, without the framing a legacy one opens with."""
+    text = _part_text(part)
+    return text[len(_LEGACY_SUMMARY):] if _legacy_summary(part) else text
 
 
 _NOT_YET: Any = object()
@@ -1429,7 +1447,7 @@ def empty_summary(c: Cassette) -> Iterator[Violation]:
             continue
         nxt = mains[at]
         sent = ix.expand(nxt.exchange.messages)
-        summaries = [_part_text(p) for m in sent for p in _parts(m) if _summary_part(p)]
+        summaries = [_summary_of(p) for m in sent for p in _parts(m) if _summary_part(p)]
         other = [s for s in ix.window(e.seq, nxt.exchange.seq) if _summary_text(c, s).strip()]
         accepted = any(not s.strip() for s in summaries) or (
             ix.compacted(nxt, True) and not any(s.strip() for s in summaries) and not other

@@ -431,6 +431,38 @@ def test_content_lost_of_a_second_compaction_in_one_run_starts_from_the_first() 
     assert (v.index, v.evidence["lost"], v.evidence["summarizer"]) == (2, ["U3"], [f"{SUMMARIZER}[1]"])
 
 
+def test_compaction_grew_request_knows_a_summary_written_as_a_system_prompt() -> None:
+    """Up to 0.60 a summary is a system prompt opening with "Summary of previous conversation:". A compaction
+    that summarized only the first prompt, which it also kept, added the summary and dropped nothing: it
+    read as not compacted at all (as a plan appended would), so the growth went unflagged."""
+    b = Build()
+    run = b.run("U2", turns(1), [])
+    summarize(b, "User: U1", "A summary of the whole conversation so far, longer than the conversation itself.")
+    summary = SystemPromptPart("Summary of previous conversation:\n\nA summary of the whole conversation so far, "
+                               "longer than the conversation itself.")
+    sent = [ModelRequest(parts=[summary, UserPromptPart("U1")]), reply("A1"), user("U2")]
+    b.request("main", run, sent, reply("Done."))
+    b.cassette.runs[run].result = b.ids([*sent, reply("Done.")])
+    (v,) = only(b.cassette, "compaction_grew_request")
+    assert v.evidence["requests"] == [0]
+    # the user's own system prompt is no summary: the same growth without a summarizer call is no compaction
+    b = Build()
+    run = b.run("U2", turns(1), [])
+    sent = [ModelRequest(parts=[SystemPromptPart("You are helpful, thorough and kind to every user."),
+                                UserPromptPart("U1")]), reply("A1"), user("U2")]
+    b.request("main", run, sent, reply("Done."))
+    assert only(b.cassette, "compaction_grew_request") == []
+
+
+@pytest.mark.parametrize("version", ["0.54.0", "0.62.0"])
+def test_compaction_grew_request_summary_of_the_first_prompt_on_real_recordings(version: str) -> None:
+    from replay.cassette import load
+
+    c = load(ROOT / "tests" / "fixtures" / f"harness-{version}" / "intent" / "summary_of_the_first_prompt.cassette")
+    (v,) = only(c, "compaction_grew_request")
+    assert v.evidence["requests"] == [0] and v.evidence["after"][0] > v.evidence["before"]
+
+
 # --------------------------------------------------------------------------- empty_summary
 
 
