@@ -80,6 +80,38 @@ def orphaned_results(messages: list[Message]) -> list[tuple[int, dict[str, Any]]
     return out
 
 
+def answered_again(messages: list[Message]) -> list[tuple[int, dict[str, Any]]]:
+    """Tool results whose id was called before, but with no call left open to answer, as ``(message
+    index, part)``: a second result for an answered call (a duplicate).
+
+    pydantic-ai's ordered walk (``_dangling_tool_calls_by_response``, slim 2.62) lets such an
+    out-of-place result answer nothing, and neither it nor ``_drop_orphaned_tool_results`` (which only
+    drops results whose id was never called) removes it: it is sent as it stands, a result no open call
+    asked for, which providers reject (Anthropic's ``tool_result`` must answer a ``tool_use`` of the
+    message before). ``is_provider_valid`` fails it on purpose ("no orphans, duplicates, or out-of-order
+    returns").
+    """
+    from .invariants import _hashable
+
+    pending: dict[Any, list[int]] = {}
+    out: list[tuple[int, dict[str, Any]]] = []
+    for index, message in enumerate(messages):
+        for part in message.get("parts", []):
+            call_id = _hashable(part.get("tool_call_id"))
+            if message.get("kind") == "response" and part.get("part_kind") == "tool-call":
+                calls = pending.setdefault(call_id, [])
+                if calls and calls[-1] != index:
+                    calls.clear()  # a later response reusing the id strands the earlier calls (dangling)
+                calls.append(index)
+            elif _is_result(message, part):
+                waiting = pending.get(call_id)
+                if waiting:
+                    waiting.pop(0)
+                elif waiting is not None:  # called before, all answered (a never-called id is an orphan)
+                    out.append((index, part))
+    return out
+
+
 def _count(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
@@ -101,9 +133,11 @@ def _reused_later(messages: list[Message], index: int, call_id: Any) -> int | No
 
 @rule("is_provider_valid")
 def provider_valid(messages: list[Message]) -> Judgement:
-    """Sendable as it stands: no tool call without its result (``dangling_tool_call``), no result without its call."""
+    """Sendable as it stands: no tool call without its result (``dangling_tool_call``), no result without its
+    call (orphaned), nor one for a call already answered (:func:`answered_again`)."""
     dangling = dangling_calls(messages)
     orphans = orphaned_results(messages)
+    again = answered_again(messages)
     reasons = []
     if dangling:
         why = []
@@ -117,12 +151,16 @@ def provider_valid(messages: list[Message]) -> Judgement:
     if orphans:
         verb = "answers" if len(orphans) == 1 else "answer"
         reasons.append(f"{_count(len(orphans), 'tool result', 'tool results')} ({_names(orphans)}) {verb} no earlier call")
+    if again:
+        verb = "answers" if len(again) == 1 else "answer"
+        reasons.append(f"{_count(len(again), 'tool result', 'tool results')} ({_names(again)}) {verb} a call already answered")
     return Judgement(
         valid=not reasons,
         reasons=reasons,
         evidence={
             "dangling": [{"tool_name": p.get("tool_name"), "tool_call_id": p.get("tool_call_id"), "message": i} for i, p in dangling],
             "orphaned": [{"tool_name": p.get("tool_name"), "tool_call_id": p.get("tool_call_id"), "message": i} for i, p in orphans],
+            "answered_again": [{"tool_name": p.get("tool_name"), "tool_call_id": p.get("tool_call_id"), "message": i} for i, p in again],
         },
         passes="every tool call has a result and every result a call",
     )

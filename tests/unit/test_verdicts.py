@@ -47,6 +47,27 @@ def test_orphaned_result_fails_the_rule() -> None:
     assert not j.valid and j.reasons == ["1 tool result (add, c9) answers no earlier call"]
 
 
+def test_a_second_result_for_an_answered_call_fails_the_rule() -> None:
+    """is_provider_valid fails a duplicate result on purpose ("no orphans, duplicates, or out-of-order
+    returns"); pydantic-ai sends it as it stands (its ordered walk answers nothing with it, and only a
+    never-called id is dropped as an orphan). The rule took it for valid: a False verdict was flagged."""
+    for history in ([call("c1"), ret("c1"), ret("c1")],
+                    [call("c1"), ModelRequest(parts=[ToolReturnPart("add", 1, tool_call_id="c1")] * 2)]):
+        j = provider_valid(dump_messages(history))
+        assert not j.valid and j.reasons == ["1 tool result (add, c1) answers a call already answered"], j
+        assert not run_checks(judged("is_provider_valid", False, history), only=["predicate_verdict"])
+    # a reused id called again after its answer opens a new call: its result answers that one
+    assert provider_valid(dump_messages([call("c1"), ret("c1"), call("c1"), ret("c1")])).valid
+
+
+def test_duplicate_result_on_real_recordings() -> None:
+    """is_provider_valid([call c1, return c1, return c1]) is False on 0.54.0 and 0.62.0, as the rule now says."""
+    for version in ("0.54.0", "0.62.0"):
+        c = load(ROOT / "tests" / "fixtures" / f"harness-{version}" / "judge" / "duplicate_return.cassette")
+        assert [h.verdict for h in c.histories] == [False]
+        assert run_checks(c, only=["predicate_verdict"]) == []
+
+
 def test_disagreement_names_both_verdicts_and_the_evidence() -> None:
     (v,) = run_checks(judged("is_provider_valid", True, [call("c1"), call("c1"), ret("c1")]), only=["predicate_verdict"])
     assert v.describe().startswith("predicate_verdict is_provider_valid[0]: is_provider_valid True, but 1 tool call (add, c1) has no result")
