@@ -1273,6 +1273,36 @@ def _unfound(ix: _Index, source: list[int], texts: list[_Verbatim], grams: Calla
     return [k for k, i in enumerate(source) if any(lost(t) for t in ix.texts(i)[1])]
 
 
+_ESCAPED_TAG = re.compile(r"&lt;(?=\s*(?:/\s*)?(?:messages?|previous-summary|harness_data)(?:[\s/>]|$))", re.IGNORECASE)
+"""How the summarizer's transcript (0.59 on: ``<message role=…>`` elements) writes a ``<`` that opens or
+closes one of its own tags inside a message's text (``_neutralize_transcript_tags``), so a user's
+``</message>`` cannot forge an element: that text was given to the summarizer, escaped on purpose."""
+
+
+def _unescaped(text: str) -> str:
+    """A summarizer input's text with the transcript's own tag escaping undone (:data:`_ESCAPED_TAG`)."""
+    return _ESCAPED_TAG.sub("<", text) if "&lt;" in text else text
+
+
+def _said(ix: _Index, window: list[Exchange]) -> tuple[list[str], Callable[[], list[str]]]:
+    """What the summarizer calls of ``window`` were given, as text (one per message, then the instructions)
+    and, built on call, as tokens: with the transcript's escaping undone."""
+    texts = [ix.texts(i)[0] for e in window for i in e.messages]
+    said = [_unescaped(t) for t in texts] + [e.instructions or "" for e in window]
+
+    def tokens() -> list[str]:
+        out: list[str] = []
+        for e in window:
+            for i in e.messages:
+                text = ix.texts(i)[0]
+                out += ix.tokens(i) if "&lt;" not in text else _TOKEN.findall(_unescaped(text))
+        for e in window:
+            out += _TOKEN.findall(e.instructions or "")
+        return out
+
+    return said, tokens
+
+
 def _lost_positions(ix: _Index, window: list[Exchange], sent: list[int], source: list[int]) -> list[int]:
     """:func:`_unfound` of a compaction: what the summarizer got (``window``) and what was kept (``sent``).
 
@@ -1281,18 +1311,13 @@ def _lost_positions(ix: _Index, window: list[Exchange], sent: list[int], source:
     """
 
     def compute() -> list[int]:
-        said = [ix.texts(i)[0] for e in window for i in e.messages] + [e.instructions or "" for e in window]
+        said, said_tokens = _said(ix, window)
         kept = [ix.texts(i)[0] for i in sent]
         built: list[_Grams] = []
 
         def grams() -> list[_Grams]:
             if not built:  # each message's tokens one after the other (lists joined in C: ~10,000 tokens a window)
-                tokens: list[str] = []
-                for e in window:
-                    for i in e.messages:
-                        tokens += ix.tokens(i)
-                for e in window:
-                    tokens += _TOKEN.findall(e.instructions or "")
+                tokens = said_tokens()
                 kept_tokens: list[str] = []
                 for i in sent:
                     kept_tokens += ix.tokens(i)
@@ -1334,14 +1359,10 @@ def _dropped_ahead(ix: _Index, window: list[Exchange], source: list[int], lost: 
     )
     if a > head + 1:
         return False  # something was summarized or kept past the head before the lost run: not a window's cut
-    said = [ix.texts(i)[0] for e in window for i in e.messages] + [e.instructions or "" for e in window]
+    said, said_tokens = _said(ix, window)
 
     def grams() -> list[_Grams]:
-        tokens: list[str] = []
-        for e in window:
-            for i in e.messages:
-                tokens += ix.tokens(i)
-        return [_Grams(tokens)]
+        return [_Grams(said_tokens())]
 
     picked_up = ix.texts(source[b])[1]
     if not picked_up or _unfound(ix, [source[b]], [_Verbatim("\n".join(said))], grams):

@@ -26,6 +26,7 @@ from pydantic_ai.messages import (
 
 from replay import invariants
 from replay.cassette import AgentRunRecord, Cassette, CassetteBuilder, ErrorInfo, Exchange, Header, ObservationRecord
+from replay.differ import message_label
 from replay.errors import ReplayUsageError
 from replay.invariants import Violation, new_violations, register, run_checks
 from replay.recorder import dump_messages, estimate, record
@@ -405,6 +406,33 @@ def test_content_lost_current_prompt_on_real_recordings(version: str, scenario_i
     c = load(ROOT / "tests" / "fixtures" / f"harness-{version}" / "intent" / f"{scenario_id}.cassette")
     found = only(c, "content_lost")
     assert [v.evidence["newest_unsent"] for v in found] == (["question number 6 about topic6"] if flagged else [])
+
+
+def test_content_lost_reads_the_summarizer_transcript_with_its_tag_escaping_undone() -> None:
+    """0.59 on escape the ``<`` of the transcript's own tags inside a message (``&lt;/message>``) so no text
+    forges an element: the message was summarized, not lost. Any other text still has to be there."""
+    saw = ("<message role=\"user\">\nU1\n</message>\n<message role=\"assistant\">\nclose it with &lt;/message> "
+           "and &lt;messages> now\n</message>")
+    b = Build()
+    run = b.run("U3", [user("U1"), reply("close it with </message> and <messages> now")], [])
+    summarize(b, saw, "Summary.")
+    sent = [ModelRequest(parts=[SystemPromptPart("Summary.")]), user("U3")]
+    b.request("main", run, sent, reply("Done."))
+    b.cassette.runs[run].result = b.ids([*sent, reply("Done.")])
+    assert only(b.cassette, "content_lost") == []
+    b.cassette.exchanges[0].messages = b.ids([user(saw.replace("close it", "open it"))])
+    (v,) = only(b.cassette, "content_lost")
+    assert v.evidence["lost"] == [message_label(dump_messages([reply("close it with </message> and <messages> now")])[0])]
+
+
+@pytest.mark.parametrize("version", ["0.54.0", "0.60.0", "0.62.0"])
+def test_content_lost_transcript_tags_on_real_recordings(version: str) -> None:
+    from replay.cassette import load
+
+    c = load(ROOT / "tests" / "fixtures" / f"harness-{version}" / "intent" / "transcript_tags.cassette")
+    said = json.dumps(c.expand(c.exchanges[0].messages))
+    assert ("&lt;/message>" in said) == (version != "0.54.0")  # the summarizer was sent the escaped text
+    assert only(c, "content_lost") == []
 
 
 def _two_compactions_in_one_run(second_saw: str) -> Build:
