@@ -1393,6 +1393,26 @@ def _newest_unsent(ix: _Index, sent: list[int], source: list[int]) -> bool:
     return bool(_unfound(ix, [source[-1]], [_Verbatim("\n".join(kept))], grams))
 
 
+def _summaries(ix: _Index, sent: list[int]) -> set[str]:
+    """The summaries a request carries (their text, whitespace folded)."""
+    if not ix.has_summary(sent):
+        return set()
+    return {_ws(_summary_of(p)) for i in sent for p in _parts(ix.msg(i)) if _summary_part(p)}
+
+
+def _writer(ix: _Index, ex: Exchange, new: set[str]) -> list[Exchange]:
+    """The summarizer call that wrote a summary ``ex`` is the first of its role to carry, when none ran
+    since the role's previous request: a compaction started ahead of its trigger
+    (``FallbackCompaction(background_start=…)``, 0.62) summarizes a snapshot while the conversation goes
+    on, and its summary is applied requests later. The call whose answer the summary is (or ends with:
+    a cross-model bridge note goes before it), the latest before ``ex``."""
+    for e in reversed(ix.window(-1, ex.seq)):
+        said = _ws(_summary_text(ix.c, e))
+        if said and any(s.endswith(said) for s in new):
+            return [e]
+    return []
+
+
 @register("content_lost")
 def content_lost(c: Cassette) -> Iterator[Violation]:
     """A user or assistant message a summarizing compaction neither summarized nor kept, or the
@@ -1408,8 +1428,12 @@ def content_lost(c: Cassette) -> Iterator[Violation]:
     ix = _index(c)
     windows = _Windows(c, ix)
     for role, views in ix.views().items():
+        carried: set[str] = set()
         for v in views:
             window = windows.of(role, v)
+            before, carried = carried, _summaries(ix, v.exchange.messages)
+            if not window and carried - before:
+                window = _writer(ix, v.exchange, carried - before)
             if not ix.compacted(v, bool(window)):
                 continue
             sent, source = v.exchange.messages, v.source_ids

@@ -435,6 +435,51 @@ def test_content_lost_transcript_tags_on_real_recordings(version: str) -> None:
     assert only(c, "content_lost") == []
 
 
+def _applied_later(saw: str) -> Build:
+    """A summarizer call made during the first turn whose summary is applied on the third (a background
+    compaction): no summarizer call runs between the second and third requests."""
+    b = Build()
+    history = turns(10)
+    first = b.run("U11", history, [])
+    b.request("main", first, [*history, user("U11")], reply("A11"))
+    summarize(b, saw, "Summary.")
+    history = [*history, user("U11"), reply("A11")]
+    b.cassette.runs[first].result = b.ids(history)
+    second = b.run("U12", history, [])
+    b.request("main", second, [*history, user("U12")], reply("A12"))
+    history = [*history, user("U12"), reply("A12")]
+    b.cassette.runs[second].result = b.ids(history)
+    third = b.run("U13", history, [])
+    summary = SystemPromptPart("Summary of previous conversation:\n\nSummary.")  # as 0.52-0.60 write one
+    sent = [ModelRequest(parts=[summary, *(UserPromptPart(f"U{i}") for i in range(6, 10))]),
+            user("U11"), reply("A11"), user("U12"), reply("A12"), user("U13")]
+    b.request("main", third, sent, reply("A13"))
+    b.cassette.runs[third].result = b.ids([*sent, reply("A13")])
+    return b
+
+
+def test_content_lost_of_a_summary_applied_turns_after_its_summarizer_ran() -> None:
+    saw = " ".join(f"User: U{i} Assistant: A{i}" for i in range(1, 9)) + " User: U9"
+    (v,) = only(_applied_later(saw).cassette, "content_lost")
+    assert (v.index, v.evidence["lost"], v.evidence["summarizer"]) == (2, ["A9", "U10", "A10"], [f"{SUMMARIZER}[0]"])
+    saw = " ".join(f"User: U{i} Assistant: A{i}" for i in range(1, 11))
+    assert only(_applied_later(saw).cassette, "content_lost") == []
+
+
+def test_content_lost_background_compaction_on_real_recordings() -> None:
+    """FallbackCompaction(background_start=0.5) on 0.62.0: started on the first turn, applied on the fourth."""
+    from replay.cassette import load
+
+    base = ROOT / "tests" / "fixtures" / "harness-0.62.0" / "intent"
+    c = load(base / "background_keep_user_messages_true.cassette")
+    roles = [f"{e.role}[{e.index}]" for e in c.exchanges]
+    assert roles.index(f"{SUMMARIZER}[0]") < roles.index("main[2]")  # nothing summarized between main[2] and main[3]
+    (v,) = only(c, "content_lost")
+    assert v.index == 3 and v.evidence["summarizer"] == [f"{SUMMARIZER}[0]"]
+    assert [label.split()[0] + label.split()[2] for label in v.evidence["lost"]] == ["answer9", "question10", "answer10"]
+    assert only(load(base / "background_keep_user_messages_false.cassette"), "content_lost") == []
+
+
 def _two_compactions_in_one_run(second_saw: str) -> Build:
     """One run of tool calls compacted twice: the second summarizer is given the first's summary."""
     b = Build()
