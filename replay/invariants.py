@@ -1336,6 +1336,22 @@ def _lost_positions(ix: _Index, window: list[Exchange], sent: list[int], source:
     return found
 
 
+def _pinned(message: Message) -> bool:
+    """Whether a message holds pinned content (``pydantic_ai_harness.compaction.pin``: a text item whose
+    metadata marks it), which every compaction strategy keeps or re-injects, the window too."""
+    for part in _parts(message):
+        content = part.get("content")
+        if isinstance(content, list) and any(isinstance(c, dict) and _pin_mark(c.get("metadata")) for c in content):
+            return True
+    return False
+
+
+def _pin_mark(meta: Any) -> bool:
+    if isinstance(meta, str):
+        return ".compaction.pin" in meta
+    return isinstance(meta, dict) and any(isinstance(k, str) and ".compaction.pin" in k for k in meta)
+
+
 def _dropped_ahead(ix: _Index, window: list[Exchange], source: list[int], lost: list[int]) -> bool:
     """Whether the messages lost at positions ``lost`` of ``source`` were dropped before the summarizing
     compaction ran, by a window in front of it (``TieredCompaction(tiers=[SlidingWindowCompaction, …,
@@ -1343,15 +1359,17 @@ def _dropped_ahead(ix: _Index, window: list[Exchange], source: list[int], lost: 
     what the recording shows is that history — the source from some message on, behind the preserved
     first user message — and nothing of it lost.
 
-    True when the lost messages are one run of the source that starts right after its first request
-    with a user prompt (or at its start) and ends right where the summarizer's input picks up
+    True when the lost messages are one run of the source (but for pinned messages the window
+    re-injected) that starts right after its first request with a user prompt (or at its start) and
+    ends right where the summarizer's input picks up
     (its message found in the summarizer input), everything after it summarized or kept. A summarizing
     compaction alone never leaves that shape (it summarizes from the start), so what it loses in the
     middle (seed 001: A9, U10, A10 between the summarized head and the kept tail) is still lost.
     """
     a, b = lost[0], lost[-1] + 1
-    if lost != list(range(a, b)) or b >= len(source):
-        return False
+    found = set(range(a, b)) - set(lost)
+    if b >= len(source) or any(not _pinned(ix.msg(source[k])) for k in found):
+        return False  # a gap the window kept: only pinned content, which every strategy re-injects
     head = next(
         (k for k, i in enumerate(source) if ix.msg(i).get("kind") == "request"
          and any(p.get("part_kind") == "user-prompt" for p in _parts(ix.msg(i)))),

@@ -368,6 +368,16 @@ def test_content_lost_tiered_window_tier_on_real_recordings(version: str) -> Non
     assert only(c, "content_lost") == []
 
 
+@pytest.mark.parametrize("version", ["0.54.0", "0.62.0"])
+def test_content_lost_tiered_window_re_injects_a_pinned_request(version: str) -> None:
+    """A pinned request among the turns the window tier drops is re-injected: the cut around it is still the window's."""
+    from replay.cassette import load
+
+    c = load(ROOT / "tests" / "fixtures" / f"harness-{version}" / "intent" / "tiered_window_pin.cassette")
+    assert "zebra seven" in json.dumps(c.expand(c.exchanges[-1].messages))  # the pin was sent
+    assert only(c, "content_lost") == []
+
+
 def test_content_lost_a_window_that_drops_the_request_being_answered() -> None:
     """A sliding window (no summarizer) may drop old turns, never the newest message: 0.54's
     SlidingWindowCompaction(keep_messages=1, receipts=True) sent its receipt and the first prompt only."""
