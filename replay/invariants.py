@@ -1036,6 +1036,16 @@ class _Index:
                     p.get("part_kind") == "user-prompt" and _ws(_part_text(p)) == prompt for p in _parts(m)
                 ):
                     return result[i:]
+            # A capability may rewrite the prompt in the run's history as well as in what it sends (an
+            # InputGuardrail's `replace`, a redaction): the run holds that prompt, edited inside.
+            words = _TOKEN.findall(prompt)
+            for i in range(len(result) - 1, -1, -1):
+                m = self.c.messages[result[i]]
+                if m.get("kind") == "request" and any(
+                    p.get("part_kind") == "user-prompt" and _rewritten(words, _TOKEN.findall(_part_text(p)))
+                    for p in _parts(m)
+                ):
+                    return result[i:]
         before = {norm[i] for i in run.history}
         first = next(
             (k for k, i in enumerate(result) if self.c.messages[i].get("kind") == "response" and norm[i] not in before),
@@ -1043,6 +1053,19 @@ class _Index:
         )
         rebuilt = [self.add({"kind": "request", "parts": [{"part_kind": "user-prompt", "content": run.prompt}]})]
         return (rebuilt if prompt else []) + result[first:]
+
+
+def _rewritten(words: list[str], tokens: list[str]) -> bool:
+    """Whether ``tokens`` are the prompt ``words`` edited in one place, as a redaction leaves them: the
+    same opening and the same ending, together at least 60 % of either (the differ's share for a field
+    edited inside). Another prompt of the same template (``question 1`` for ``question 6``) differs at
+    more than one place, so it is not taken for the prompt."""
+    if not tokens or tokens == words:
+        return False
+    most = min(len(words), len(tokens))
+    head = next((k for k in range(most) if words[k] != tokens[k]), most)
+    tail = next((k for k in range(most - head) if words[-1 - k] != tokens[-1 - k]), most - head)
+    return head + tail >= 0.6 * max(len(words), len(tokens))
 
 
 _CURRENT: contextvars.ContextVar[list[_Index] | None] = contextvars.ContextVar("replay_invariants", default=None)

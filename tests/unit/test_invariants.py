@@ -490,6 +490,36 @@ def test_content_lost_background_compaction_on_real_recordings() -> None:
     assert only(load(base / "background_keep_user_messages_false.cassette"), "content_lost") == []
 
 
+def test_content_lost_a_prompt_the_run_holds_redacted_is_not_lost() -> None:
+    """An InputGuardrail `replace` rewrites the prompt in what is sent and in the run's history: the check
+    rebuilt the original prompt from `run.prompt` as the newest message, and called it lost."""
+    b = Build()
+    run = b.run("my code is secret 12345 please store it", turns(5), [])
+    sent = [user("U1"), reply("A5"), user("my code is [REDACTED] please store it")]
+    b.request("main", run, sent, reply("Done."))
+    b.cassette.runs[run].result = b.ids([*sent, reply("Done.")])
+    assert only(b.cassette, "content_lost") == []
+    # another prompt of the same shape is not the prompt edited in place: the window dropped the prompt
+    b = Build()
+    run = b.run("question 6 about topic6", [*turns(4), user("question 1 about topic1"), reply("A5")], [])
+    sent = [user("question 1 about topic1")]
+    b.request("main", run, sent, reply("Done."))
+    b.cassette.runs[run].result = b.ids([*sent, reply("Done.")])
+    (v,) = only(b.cassette, "content_lost")
+    assert v.evidence["newest_unsent"] == "question 6 about topic6"
+
+
+@pytest.mark.parametrize("version", ["0.54.0", "0.62.0"])
+@pytest.mark.parametrize("compaction", ["window", "summary"])
+def test_content_lost_redacted_prompt_on_real_recordings(version: str, compaction: str) -> None:
+    from replay.cassette import load
+
+    c = load(ROOT / "tests" / "fixtures" / f"harness-{version}" / "intent" / f"redacted_prompt_{compaction}.cassette")
+    sent = json.dumps(c.expand(c.exchanges[-1].messages))
+    assert "[REDACTED]" in sent and "secret 12345" not in sent
+    assert only(c, "content_lost") == []
+
+
 def _two_compactions_in_one_run(second_saw: str) -> Build:
     """One run of tool calls compacted twice: the second summarizer is given the first's summary."""
     b = Build()
