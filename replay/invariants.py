@@ -1419,8 +1419,9 @@ def _dropped_ahead(ix: _Index, window: list[Exchange], source: list[int], lost: 
 def _newest_unsent(ix: _Index, sent: list[int], source: list[int]) -> bool:
     """Whether the newest message of ``source`` — the request being answered: the run's prompt, or what
     a tool loop's request added — has a user or assistant text the compacted request does not carry.
-    Every compaction keeps it (0.56 on: "keeping zero messages would drop the newest message, which in a
-    run is the request being answered"); a summary of it is no answer to it."""
+    Every compaction keeps it (0.60 on: "the newest message is always kept, since in a run it is the
+    request being answered"; 0.55's window already: "keeping zero messages would drop the newest
+    message"); a summary of it is no answer to it."""
     if not source or not ix.texts(source[-1])[1]:
         return False
     kept = [ix.texts(i)[0] for i in sent]

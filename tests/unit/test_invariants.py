@@ -409,8 +409,8 @@ def test_content_lost_a_summarized_current_prompt_is_not_an_answered_one() -> No
     ],
 )
 def test_content_lost_current_prompt_on_real_recordings(version: str, scenario_id: str, flagged: bool) -> None:
-    """0.54 drops the current prompt with keep_messages=1 and receipts, or keep_messages=0 (summarized);
-    0.56 on always keep the newest message."""
+    """0.54 drops the current prompt with keep_messages=1 and receipts (kept from 0.55), or keep_messages=0
+    (summarized; kept from 0.60); 0.62 always keeps the newest message."""
     from replay.cassette import load
 
     c = load(ROOT / "tests" / "fixtures" / f"harness-{version}" / "intent" / f"{scenario_id}.cassette")
