@@ -73,6 +73,31 @@ def _remember(agent: Any, depth: int = 3) -> AgentOrigin:
     return origin
 
 
+_RAN_ATTR = "__replay_ran__"
+
+
+def _settle_runner(agent: Any, origin: AgentOrigin) -> None:
+    """On an agent's first run: an unnamed agent the scenario built but a capability runs is the capability's.
+
+    ``TrajectoryJudge(agent=Agent(judge_model))``, ``SubAgent(Agent(model), name="researcher")``:
+    the scenario built the agent, but only the harness ever runs it, in a conversation of its own;
+    tagged ``main``, its calls were counted and diffed as the main agent's. The package of the
+    harness module that starts its first run is its role then, as for an agent the harness
+    built itself. An agent the scenario ran first (``SubAgents(include_self=True)`` runs the main
+    agent again) stays the scenario's.
+    """
+    if getattr(agent, _RAN_ATTR, False):
+        return
+    try:
+        object.__setattr__(agent, _RAN_ATTR, True)
+    except (AttributeError, TypeError):
+        return
+    if origin.explicit_name is None and not is_harness_module(origin.module):
+        runner = _caller_module(1)
+        if is_harness_module(runner):
+            object.__setattr__(agent, _ORIGIN_ATTR, AgentOrigin(None, runner))
+
+
 def _origin(agent: Any) -> AgentOrigin | None:
     origin = getattr(agent, _ORIGIN_ATTR, None)
     return origin if isinstance(origin, AgentOrigin) else None
@@ -311,7 +336,7 @@ def _wrap_iter(original: Any) -> Any:
             async with original(self, user_prompt, *args, **kwargs) as agent_run:
                 yield agent_run
             return
-        _remember(self)
+        _settle_runner(self, _remember(self))
         history = kwargs.get("message_history")
         agent_run = None
         error: BaseException | None = None

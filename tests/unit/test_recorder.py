@@ -144,6 +144,53 @@ def test_an_agent_built_before_the_session_is_main_whatever_its_variable() -> No
     assert [ex.role for ex in session.cassette.exchanges] == ["main", "named_agent"]
 
 
+def test_an_unnamed_agent_the_scenario_hands_to_a_capability_is_the_capabilitys() -> None:
+    """``TrajectoryJudge(agent=Agent(...))``: the scenario built the judge, but only the harness runs it, in
+    a conversation of its own; its request was tagged ``main`` and counted as the main agent's."""
+    from pydantic_ai_harness.trajectory_judge import TrajectoryJudge
+
+    async def judge(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        name = next(t.name for t in info.output_tools if "AllGood" in t.name)
+        return ModelResponse(parts=[ToolCallPart(name, {}, tool_call_id="good")])
+
+    async def ticker(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        done = sum(1 for m in messages for p in m.parts if p.part_kind == "tool-return")
+        return ModelResponse(parts=[ToolCallPart("tick", {}, tool_call_id=f"t{done}")]) if done < 4 else text("done")
+
+    async def scenario() -> None:
+        agent = Agent(FunctionModel(ticker), capabilities=[TrajectoryJudge(agent=Agent(FunctionModel(judge)), every=2)])
+
+        @agent.tool_plain
+        async def tick() -> str:
+            return "ticked"
+
+        await agent.run("tick")  # five requests, the judge run after the second
+        await agent.run("again")  # five more, a second judge run: the main agent stays main
+
+    session = Session()
+    with session_scope(session):
+        asyncio.run(scenario())
+    assert roles(session) == {"main": 10, "trajectory_judge": 2}
+    assert session.cassette.header.roles["trajectory_judge"].startswith("pydantic_ai_harness.trajectory_judge")
+
+
+def test_the_main_agent_delegating_to_itself_stays_main() -> None:
+    """``SubAgents(include_self=True)`` runs the main agent again from harness code: still the scenario's agent."""
+    from pydantic_ai_harness import SubAgents
+
+    async def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if "sub" in str(messages[0].parts[-1].content):
+            return text("sub done")
+        if messages[-1].parts[-1].part_kind != "tool-return":
+            return ModelResponse(parts=[ToolCallPart("delegate_task", {"agent_name": "self", "task": "sub"}, tool_call_id="s")])
+        return text("top done")
+
+    session = Session()
+    with session_scope(session):
+        asyncio.run(Agent(FunctionModel(model), capabilities=[SubAgents(include_self=True)]).run("top"))
+    assert roles(session) == {"main": 3}
+
+
 def test_patches_are_undone_after_the_session() -> None:
     from pydantic_ai.models import Model
 
