@@ -162,7 +162,45 @@ class Run:
 def _jsonable(value: Any) -> Any:
     from pydantic_core import to_jsonable_python  # here, not at import: the pytest plugin imports this package
 
-    return to_jsonable_python(value)
+    return to_jsonable_python(sets_in_order(value))
+
+
+def sets_in_order(value: Any, depth: int = 0) -> Any:
+    """``value`` with every set in it (in a list, a map, a model, a dataclass) a list in a fixed order.
+
+    JSON has no set: pydantic lists one in iteration order, which for text follows the process's
+    hash seed, so ``run.observe("tools", {"search", "fetch"})`` (or a returned set, a structured
+    output with a ``set[str]`` field) came out in another order in the next process, and a replay
+    on the recording's own version read ``changed``. Anything holding no set is returned as it is.
+    """
+    import dataclasses
+    import json
+
+    from pydantic import BaseModel
+    from pydantic_core import to_jsonable_python
+
+    if depth > 100 or value is None or isinstance(value, (str, bytes, int, float)):
+        return value
+    if isinstance(value, (set, frozenset)):
+        items = [sets_in_order(v, depth + 1) for v in value]
+        return sorted(items, key=lambda v: json.dumps(to_jsonable_python(v, serialize_unknown=True), sort_keys=True))
+    if isinstance(value, dict):
+        mapped = {k: sets_in_order(v, depth + 1) for k, v in value.items()}
+        return mapped if any(mapped[k] is not v for k, v in value.items()) else value
+    if isinstance(value, (list, tuple)):
+        listed = [sets_in_order(v, depth + 1) for v in value]
+        return listed if any(a is not b for a, b in zip(listed, value)) else value
+    try:
+        if isinstance(value, BaseModel):
+            dumped: Any = value.model_dump(mode="python")
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            dumped = dataclasses.asdict(value)
+        else:
+            return value
+    except Exception:
+        return value
+    ordered = sets_in_order(dumped, depth + 1)
+    return ordered if ordered is not dumped else value
 
 
 _REGISTRY: dict[str, Scenario] = {}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -611,3 +613,61 @@ def test_the_recording_context_writes_nothing_the_loader_would_refuse(tmp_path: 
         with replay.recording(path, scenario_id="deep"):
             asyncio.run(agent.run("go"))
     assert not list(tmp_path.iterdir())
+
+
+_SETS_PROBE = """
+import dataclasses, json
+from pydantic import BaseModel
+from replay.recorder import jsonable
+from replay.scenario import Run
+
+class Tags(BaseModel):
+    tags: set[str]
+
+@dataclasses.dataclass
+class Seen:
+    names: frozenset
+
+run = Run("sets")
+run.observe("tools", {"search", "fetch", "summarize", "plan", "ask"})
+run.observe("nested", {"by_turn": [frozenset({"alpha", "beta", "gamma", "delta"})]})
+print(json.dumps([o.value for o in run.observations]
+                 + [jsonable(Tags(tags={"red", "green", "blue", "cyan"})), jsonable(Seen(frozenset({"x1", "y2", "z3", "w4"})))]))
+"""
+
+
+def test_an_observed_or_returned_set_lists_in_one_order_whatever_the_hash_seed() -> None:
+    """A set of text iterates in the order of the process's hash seed: an observed set of tool names, or a
+    structured output with a ``set[str]`` field, came out in another order in the next process, and a replay
+    on the recording's own version read ``changed`` (one time in two)."""
+    import subprocess
+    import sys
+
+    outs = {
+        subprocess.run(
+            [sys.executable, "-c", _SETS_PROBE], env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True, text=True, check=True,
+        ).stdout
+        for seed in range(6)
+    }
+    assert len(outs) == 1
+    assert json.loads(outs.pop()) == [
+        ["ask", "fetch", "plan", "search", "summarize"],
+        {"by_turn": [["alpha", "beta", "delta", "gamma"]]},
+        {"tags": ["blue", "cyan", "green", "red"]},
+        {"names": ["w4", "x1", "y2", "z3"]},
+    ]
+
+
+def test_values_holding_no_set_are_converted_as_before() -> None:
+    from pydantic import BaseModel
+
+    from replay.recorder import jsonable
+    from replay.scenario import sets_in_order
+
+    class Point(BaseModel):
+        x: int
+
+    point, listed = Point(x=1), {"a": [1, (2, 3)]}
+    assert sets_in_order(point) is point and sets_in_order(listed) is listed
+    assert jsonable({"p": point, "t": (1, 2)}) == {"p": {"x": 1}, "t": [1, 2]}
