@@ -73,32 +73,34 @@ def _remember(agent: Any, depth: int = 3) -> AgentOrigin:
     return origin
 
 
-_RAN_ATTR = "__replay_ran__"
+_RUNNER: contextvars.ContextVar[tuple[int, AgentOrigin] | None] = contextvars.ContextVar("replay_runner", default=None)
+"""The agent whose run this context is in, when a capability started that run for an agent it did not build."""
 
 
-def _settle_runner(agent: Any, origin: AgentOrigin) -> None:
-    """On an agent's first run: an unnamed agent the scenario built but a capability runs is the capability's.
+def _runner_origin(agent: Any, origin: AgentOrigin) -> AgentOrigin | None:
+    """The origin a run of ``agent`` takes when a harness capability starts it for an unnamed agent the scenario built.
 
-    ``TrajectoryJudge(agent=Agent(judge_model))``, ``SubAgent(Agent(model), name="researcher")``:
-    the scenario built the agent, but only the harness ever runs it, in a conversation of its own;
-    tagged ``main``, its calls were counted and diffed as the main agent's. The package of the
-    harness module that starts its first run is its role then, as for an agent the harness
-    built itself. An agent the scenario ran first (``SubAgents(include_self=True)`` runs the main
-    agent again) stays the scenario's.
+    ``TrajectoryJudge(agent=Agent(judge_model))``, ``SubAgent(Agent(model), name="researcher")``: the
+    scenario built the agent, but the harness runs it, in a conversation of its own; tagged ``main``,
+    its calls were counted and diffed as the main agent's. Such a run is the capability's: the
+    package of the harness module that started it is its role, as for an agent the harness built
+    itself. Decided per run, not once per agent, so a module-level agent's role does not depend on
+    which scenario ran it first in the process; a run of the agent of the run it is started in
+    (``SubAgents(include_self=True)`` runs the main agent again) stays that run's.
     """
-    if getattr(agent, _RAN_ATTR, False):
-        return
-    try:
-        object.__setattr__(agent, _RAN_ATTR, True)
-    except (AttributeError, TypeError):
-        return
-    if origin.explicit_name is None and not is_harness_module(origin.module):
-        runner = _caller_module(1)
-        if is_harness_module(runner):
-            object.__setattr__(agent, _ORIGIN_ATTR, AgentOrigin(None, runner))
+    if origin.explicit_name is not None or is_harness_module(origin.module):
+        return None
+    runner = _caller_module(1)
+    if not is_harness_module(runner):
+        return None
+    enclosing, _ = _current_agent()
+    return None if enclosing is agent else AgentOrigin(None, runner)
 
 
 def _origin(agent: Any) -> AgentOrigin | None:
+    runner = _RUNNER.get()
+    if runner is not None and runner[0] == id(agent):
+        return runner[1]
     origin = getattr(agent, _ORIGIN_ATTR, None)
     return origin if isinstance(origin, AgentOrigin) else None
 
@@ -336,7 +338,8 @@ def _wrap_iter(original: Any) -> Any:
             async with original(self, user_prompt, *args, **kwargs) as agent_run:
                 yield agent_run
             return
-        _settle_runner(self, _remember(self))
+        runner = _runner_origin(self, _remember(self))
+        runner_token = _RUNNER.set((id(self), runner)) if runner is not None else None
         history = kwargs.get("message_history")
         agent_run = None
         error: BaseException | None = None
@@ -351,6 +354,8 @@ def _wrap_iter(original: Any) -> Any:
         finally:
             _RUN.reset(token)
             session.on_run_end(slot, self, user_prompt, history, agent_run, error)
+            if runner_token is not None:
+                _RUNNER.reset(runner_token)
 
     return iter_
 

@@ -159,8 +159,12 @@ def test_an_unnamed_agent_the_scenario_hands_to_a_capability_is_the_capabilitys(
         done = sum(1 for m in messages for p in m.parts if p.part_kind == "tool-return")
         return ModelResponse(parts=[ToolCallPart("tick", {}, tool_call_id=f"t{done}")]) if done < 4 else text("done")
 
+    from pydantic_ai_harness.trajectory_judge import AllGood, Steer
+
     async def scenario() -> None:
-        agent = Agent(FunctionModel(ticker), capabilities=[TrajectoryJudge(agent=Agent(FunctionModel(judge)), every=2)])
+        judge_agent = Agent(FunctionModel(judge))
+        await judge_agent.run("direct", output_type=[AllGood, Steer])  # run by the scenario itself: main
+        agent = Agent(FunctionModel(ticker), capabilities=[TrajectoryJudge(agent=judge_agent, every=2)])
 
         @agent.tool_plain
         async def tick() -> str:
@@ -172,7 +176,9 @@ def test_an_unnamed_agent_the_scenario_hands_to_a_capability_is_the_capabilitys(
     session = Session()
     with session_scope(session):
         asyncio.run(scenario())
-    assert roles(session) == {"main": 10, "trajectory_judge": 2}
+    # per run, not once per agent: which run came first (another scenario's, in one process) does not matter
+    assert [ex.role for ex in session.cassette.exchanges][0] == "main"
+    assert roles(session) == {"main": 11, "trajectory_judge": 2}
     assert session.cassette.header.roles["trajectory_judge"].startswith("pydantic_ai_harness.trajectory_judge")
 
 
