@@ -57,6 +57,19 @@ _UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{
 _UUID_MIDDLE = re.compile(r"-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-")
 """What every uuid contains; a search that starts with a literal skips through long texts ~70x
 faster than ``_UUID``, which tries its leading word boundary and 8 hex digits at every position."""
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]{4,16}(?=>)")
+"""Where a Python object lives in memory, as its default repr quotes it (``<app.Widget object at 0x7f3a…>``,
+``<function f at 0x…>``): a tool returning ``repr(error)`` to the model, or an error the scenario raised,
+named another address in every process, and a replay on the recording's own version read ``changed``.
+Replaced by one placeholder, not aliased: an address is reused for another object at any time."""
+_ADDRESS_MARK = " at 0x"
+
+
+def without_addresses(text: str) -> str:
+    """``text`` with every object address replaced (see ``_ADDRESS``)."""
+    return _ADDRESS.sub(" at 0x<address>", text) if _ADDRESS_MARK in text else text
+
+
 _ID_KEYS = frozenset({"tool_call_id", "id"})
 SECRET_PLACEHOLDER = PLACEHOLDER_RE
 """A scrubbed secret (``replay.scrub``). Its label is the scrubber's guess at the kind, from the value's
@@ -126,6 +139,8 @@ class Aliases:
         return alias
 
     def text(self, value: str) -> str:
+        if _ADDRESS_MARK in value:
+            value = without_addresses(value)
         if "<secret:" in value:
             value = SECRET_PLACEHOLDER.sub(self._secret, value)
         for k, root in enumerate(self.workspaces):
@@ -225,7 +240,7 @@ class Normaliser:
         if t is list:
             return [self.value(item, kind) for item in value]
         if t is str:
-            return self.aliases.text(value) if "-" in value or "<secret:" in value or (
+            return self.aliases.text(value) if "-" in value or "<secret:" in value or _ADDRESS_MARK in value or (
                 self._rooted and "/" in value) else value
         if isinstance(value, dict):
             return self._dict(value, kind)
@@ -294,7 +309,7 @@ class Normaliser:
                     continue
                 if defaults and defaults.get(key) == item:
                     continue
-                out[key] = self.aliases.text(item) if "-" in item or "<secret:" in item or (
+                out[key] = self.aliases.text(item) if "-" in item or "<secret:" in item or _ADDRESS_MARK in item or (
                     self._rooted and "/" in item) else item
                 continue
             if t is int or t is float or t is bool:
@@ -444,8 +459,10 @@ def _error(info: Any) -> dict[str, Any]:
         out["type"] = _HTTP_ERROR
     if out["type"] in _CANCELLED:  # anyio names its cancel scope and task by id there: new in every run
         out.pop("message", None)
-    elif type(message := out.get("message")) is str and "req_" in message:
-        out["message"] = _REQUEST_ID.sub("req_<id>", message)
+    elif type(message := out.get("message")) is str:
+        if "req_" in message:
+            message = _REQUEST_ID.sub("req_<id>", message)
+        out["message"] = without_addresses(message)
     return out
 
 

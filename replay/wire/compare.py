@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..cassette import Cassette, Exchange
-from ..normaliser import SECRET_PLACEHOLDER, VOLATILE_KEYS, Rules
+from ..normaliser import SECRET_PLACEHOLDER, VOLATILE_KEYS, Rules, without_addresses
 from .store import request_body
 
 _WIRE_ID = re.compile(r"^(pyd_ai_[0-9a-f]{8,}|call_[A-Za-z0-9]{8,}|toolu_[A-Za-z0-9]{8,}|fc_[0-9a-f]{8,}|(msg|rs|resp)_[0-9a-f]{16,})$")
@@ -82,6 +82,7 @@ class _Aliases:
                 return self.ids.setdefault(value, f"<id#{len(self.ids) + 1}>")
             if "<secret:" in value:  # as the message-level normaliser: the scrubber's label is a guess
                 value = SECRET_PLACEHOLDER.sub(lambda m: self.secrets.setdefault(m.group(0), f"<secret#{len(self.secrets) + 1}>"), value)
+            value = without_addresses(value)  # an object's address, new in every process (as the normaliser)
             if value[:1] in ("{", "[") and value[-1:] in ("}", "]"):
                 return _canonical_json(value)
         return value

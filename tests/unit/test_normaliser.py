@@ -411,6 +411,29 @@ def test_a_request_id_in_a_providers_error_message_is_not_a_change() -> None:
         "pydantic_ai.exceptions.ModelServerError", {}, "Another error.")).changed
 
 
+def test_an_objects_address_in_text_or_an_error_message_is_not_a_change() -> None:
+    """A default repr quotes where the object lives (``<app.Widget object at 0x7f3a…>``): a tool returning
+    ``repr(error)`` to the model, or an error the scenario declared, named another address in every process,
+    so a replay on the recording's own version read ``changed`` (and ``--check-determinism`` blamed the
+    scenario). What is around the address is still compared."""
+    from replay.differ import diff
+
+    n = Normaliser()
+    assert n.value("error: KeyError(<app.Widget object at 0x7f59f914f550>)") == n.value(
+        "error: KeyError(<app.Widget object at 0x7f612cacf590>)")
+    assert n.value({"part_kind": "tool-return", "content": "<function f at 0x10a2b3c4d>"})["content"] == "<function f at 0x<address>>"
+    assert n.value("one at 0xface of the die") == "one at 0xface of the die"  # not closed by ">": no repr
+    assert n.value("<app.Widget object at 0x7f59f914f550>") != n.value("<app.Gadget object at 0x7f59f914f550>")
+
+    def raised(message: str) -> Cassette:
+        return _http_error_cassette("builtins.ValueError", {}, message)
+
+    assert not diff(raised("cannot handle <app.Widget object at 0x7fae6e95e1d0>"),
+                    raised("cannot handle <app.Widget object at 0x7f090d519d10>")).changed
+    assert diff(raised("cannot handle <app.Widget object at 0x7fae6e95e1d0>"),
+                raised("cannot handle <app.Gadget object at 0x7fae6e95e1d0>")).changed
+
+
 # --------------------------------------------------------------------------- a run's kept output mode (slim 2.58)
 
 

@@ -171,3 +171,13 @@ def test_a_key_that_starts_with_two_underscores_is_compared() -> None:
 
     changes = compare(cassette(body("User")), cassette(body("Admin")))
     assert [(c.path, c.kind) for c in changes] == [("messages[1].content[0].input.__typename", "changed")]
+
+
+def test_an_objects_address_in_what_the_provider_is_sent_is_not_a_change() -> None:
+    """A tool returning ``repr(error)``: the provider is sent a new address in every process."""
+    ret = lambda text: {"role": "tool", "tool_call_id": "c1", "content": text}  # noqa: E731
+    a = cassette(chat(USER, ret("KeyError(<app.Widget object at 0x7f59f914f550>)")))
+    b = cassette(chat(USER, ret("KeyError(<app.Widget object at 0x7f612cacf590>)")))
+    assert compare(a, b) == []
+    assert [x.path for x in compare(a, cassette(chat(USER, ret("KeyError(<app.Gadget object at 0x7f59f914f550>)"))))] == [
+        "messages[1].content"]
