@@ -65,6 +65,14 @@ Replaced by one placeholder, not aliased: an address is reused for another objec
 _ADDRESS_MARK = " at 0x"
 
 
+_TEMP_NAME = re.compile(r"(?<=[/\\])tmp[a-z0-9_]{8}(?![A-Za-z0-9_])")
+"""A name ``tempfile`` made up (``mkdtemp``, ``TemporaryDirectory``, ``NamedTemporaryFile``: ``tmp`` and eight
+random letters, digits or ``_``) as a path component: a tool quoting the temporary folder it works in
+("No such file: /tmp/tmpwajeavgh/notes.txt") named another folder in every run. Aliased to ordinals
+(``<tmp#1>``), as uuids are, so one folder quoted twice is still one folder."""
+_TEMP_MARK = "tmp"
+
+
 def without_addresses(text: str) -> str:
     """``text`` with every object address replaced (see ``_ADDRESS``)."""
     return _ADDRESS.sub(" at 0x<address>", text) if _ADDRESS_MARK in text else text
@@ -117,6 +125,7 @@ class Aliases:
     ids: dict[str, str] = field(default_factory=dict)
     uuids: dict[str, str] = field(default_factory=dict)
     secrets: dict[str, str] = field(default_factory=dict)
+    temps: dict[str, str] = field(default_factory=dict)
     workspaces: tuple[str, ...] = ()
     """Absolute roots of the workspaces the cassette's runs worked in (``ModelResponse.workspace_ref``): a
     tool quoting one ("outside the project root /tmp/ws-9djk8cbp") names a new temp dir in every run."""
@@ -138,9 +147,18 @@ class Aliases:
             alias = self.secrets[m.group(0)] = f"<secret#{len(self.secrets) + 1}>"
         return alias
 
+    def _temp(self, m: re.Match[str]) -> str:
+        self.used += 1
+        alias = self.temps.get(m.group(0))
+        if alias is None:
+            alias = self.temps[m.group(0)] = f"<tmp#{len(self.temps) + 1}>"
+        return alias
+
     def text(self, value: str) -> str:
         if _ADDRESS_MARK in value:
             value = without_addresses(value)
+        if _TEMP_MARK in value:
+            value = _TEMP_NAME.sub(self._temp, value)
         if "<secret:" in value:
             value = SECRET_PLACEHOLDER.sub(self._secret, value)
         for k, root in enumerate(self.workspaces):
@@ -240,7 +258,7 @@ class Normaliser:
         if t is list:
             return [self.value(item, kind) for item in value]
         if t is str:
-            return self.aliases.text(value) if "-" in value or "<secret:" in value or _ADDRESS_MARK in value or (
+            return self.aliases.text(value) if "-" in value or "<secret:" in value or _ADDRESS_MARK in value or _TEMP_MARK in value or (
                 self._rooted and "/" in value) else value
         if isinstance(value, dict):
             return self._dict(value, kind)
@@ -309,7 +327,7 @@ class Normaliser:
                     continue
                 if defaults and defaults.get(key) == item:
                     continue
-                out[key] = self.aliases.text(item) if "-" in item or "<secret:" in item or _ADDRESS_MARK in item or (
+                out[key] = self.aliases.text(item) if "-" in item or "<secret:" in item or _ADDRESS_MARK in item or _TEMP_MARK in item or (
                     self._rooted and "/" in item) else item
                 continue
             if t is int or t is float or t is bool:
@@ -462,6 +480,9 @@ def _error(info: Any) -> dict[str, Any]:
     elif type(message := out.get("message")) is str:
         if "req_" in message:
             message = _REQUEST_ID.sub("req_<id>", message)
+        if _TEMP_MARK in message:  # numbered within the message: the error is compared on its own
+            temps: dict[str, str] = {}
+            message = _TEMP_NAME.sub(lambda m: temps.setdefault(m.group(0), f"<tmp#{len(temps) + 1}>"), message)
         out["message"] = without_addresses(message)
     return out
 

@@ -434,6 +434,25 @@ def test_an_objects_address_in_text_or_an_error_message_is_not_a_change() -> Non
                 raised("cannot handle <app.Gadget object at 0x7fae6e95e1d0>")).changed
 
 
+def test_a_folder_tempfile_named_is_aliased_like_a_uuid() -> None:
+    """``TemporaryDirectory()`` names its folder ``tmp`` and eight random characters: an agent told to work
+    there ("You work in /tmp/tmpwajeavgh.") or a tool quoting a file in it was ``changed`` on every replay.
+    One folder quoted twice is one alias, two folders two."""
+    from replay.differ import diff
+
+    n = Normaliser()
+    assert n.value("You work in /tmp/tmpwajeavgh.") == "You work in /tmp/<tmp#1>."
+    assert n.value({"part_kind": "tool-return", "content": "/tmp/tmpwajeavgh/notes.txt /tmp/tmpvjeq_gq_/a"})[
+        "content"] == "/tmp/<tmp#1>/notes.txt /tmp/<tmp#2>/a"
+    assert n.value("/srv/tmpfiles/x and tmpwajeavgh") == "/srv/tmpfiles/x and tmpwajeavgh"  # no tempfile name there
+
+    def raised(message: str) -> Cassette:
+        return _http_error_cassette("builtins.FileNotFoundError", {}, message)
+
+    assert not diff(raised("No such file: '/tmp/tmpwajeavgh/missing.txt'"), raised("No such file: '/tmp/tmpvjeq_gq_/missing.txt'")).changed
+    assert diff(raised("No such file: '/tmp/tmpwajeavgh/missing.txt'"), raised("No such file: '/tmp/tmpvjeq_gq_/other.txt'")).changed
+
+
 # --------------------------------------------------------------------------- a run's kept output mode (slim 2.58)
 
 

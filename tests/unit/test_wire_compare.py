@@ -181,3 +181,10 @@ def test_an_objects_address_in_what_the_provider_is_sent_is_not_a_change() -> No
     assert compare(a, b) == []
     assert [x.path for x in compare(a, cassette(chat(USER, ret("KeyError(<app.Gadget object at 0x7f59f914f550>)"))))] == [
         "messages[1].content"]
+
+
+def test_a_folder_tempfile_named_in_what_the_provider_is_sent_is_not_a_change() -> None:
+    system = lambda folder: {"role": "system", "content": f"You work in /tmp/{folder}."}  # noqa: E731
+    assert compare(cassette(chat(system("tmpwajeavgh"), USER)), cassette(chat(system("tmpvjeq_gq_"), USER))) == []
+    assert [x.path for x in compare(cassette(chat(system("tmpwajeavgh"), USER)), cassette(chat(system("project"), USER)))] == [
+        "messages[0].content"]
