@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import TypeAdapter
-from pydantic_core import to_json, to_jsonable_python
+from pydantic_core import to_json
 
 from . import __version__
 from ._determinism import deterministic_ids
@@ -47,7 +47,7 @@ from .cassette import (
 )
 from .errors import ReplayError
 from .normaliser._schema import installed_schema
-from .scenario import Mode, Run, Scenario, sets_in_order, stable_name
+from .scenario import Mode, Run, Scenario, json_value, stable_name
 from .wire.capture import WireSlot, call_scope
 from .wire.store import to_records
 
@@ -164,8 +164,8 @@ def _unknown(o: Any) -> str:
 
 
 def jsonable(value: Any) -> Any:
-    """``value`` as JSON, its sets listed in a fixed order (``replay.scenario.sets_in_order``)."""
-    return to_jsonable_python(sets_in_order(value), fallback=_unknown, serialize_unknown=False)
+    """``value`` as JSON, its sets listed in a fixed order, its bytes as text (``replay.scenario.json_value``)."""
+    return json_value(value, fallback=_unknown, serialize_unknown=False)
 
 
 _ERROR_SKIPPED = frozenset({"message", "args", "headers"})

@@ -160,9 +160,23 @@ class Run:
 
 
 def _jsonable(value: Any) -> Any:
+    return json_value(value)
+
+
+def json_value(value: Any, **options: Any) -> Any:
+    """``value`` as JSON: its sets in a fixed order (:func:`sets_in_order`), its bytes as text.
+
+    Bytes are UTF-8 text when they are (as pydantic writes them), else base64 (as pydantic writes
+    them when asked): a scenario returning a file it made (``b"\\x89PNG…"``) was refused as having
+    raised ``UnicodeDecodeError`` — which it had not — and told to declare it with ``expect_error``.
+    """
     from pydantic_core import to_jsonable_python  # here, not at import: the pytest plugin imports this package
 
-    return to_jsonable_python(sets_in_order(value))
+    value = sets_in_order(value)
+    try:
+        return to_jsonable_python(value, **options)
+    except UnicodeDecodeError:
+        return to_jsonable_python(value, bytes_mode="base64", **options)
 
 
 def sets_in_order(value: Any, depth: int = 0) -> Any:

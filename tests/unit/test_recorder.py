@@ -677,3 +677,23 @@ def test_values_holding_no_set_are_converted_as_before() -> None:
     point, listed = Point(x=1), {"a": [1, (2, 3)]}
     assert sets_in_order(point) is point and sets_in_order(listed) is listed
     assert jsonable({"p": point, "t": (1, 2)}) == {"p": {"x": 1}, "t": [1, 2]}
+
+
+def test_a_scenario_returning_or_observing_bytes_that_are_not_text_is_recorded() -> None:
+    """A scenario returning the file its agent made (``b"\\x89PNG…"``) was refused as having raised
+    ``UnicodeDecodeError`` — the recorder's conversion raised it, not the scenario — and told to declare it
+    with ``expect_error``. Bytes that are not UTF-8 are held as base64 (as pydantic writes them when asked);
+    bytes that are text as before."""
+    from replay.recorder import execute, jsonable
+    from replay.scenario import Scenario
+
+    png = b"\x89PNG\r\n\x1a\n\x00\xff"
+
+    async def made_a_file(run: replay.Run) -> bytes:
+        run.observe("thumbnail", {"bytes": png})
+        return png
+
+    c = execute(Scenario(id="u/file", func=made_a_file, path=None, doc="", source_hash="0"), Session())
+    assert c.outcome.status == "ok" and c.outcome.output == "iVBORw0KGgoA_w=="
+    assert c.observations[0].value == {"bytes": "iVBORw0KGgoA_w=="}
+    assert jsonable(b"plain text") == "plain text" and jsonable({"k": [b"ab"]}) == {"k": ["ab"]}
