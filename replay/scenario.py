@@ -347,6 +347,27 @@ def stable_name(dotted: str) -> str:
     return re.sub(_HASHED_MODULE, r"\1", dotted, count=1) if dotted.startswith("replay_scenarios.") else dotted
 
 
+_HASHED_MODULE_IN_TEXT = None
+
+
+def stable_names_in(text: str) -> str:
+    """``text`` with every scenario module's name in it stable (:func:`stable_name`).
+
+    A default repr names an object's class by its module: a tool returning ``repr(error)``
+    (``KeyError(<replay_scenarios.errs_87e4….Widget object at 0x…>)``) sent the model the hash of the
+    scenario file's path and bytes, so an edit elsewhere in the file, or a checkout in another folder,
+    made a replay on the recording's own version ``changed``.
+    """
+    global _HASHED_MODULE_IN_TEXT
+    if "replay_scenarios." not in text:
+        return text
+    if _HASHED_MODULE_IN_TEXT is None:
+        import re
+
+        _HASHED_MODULE_IN_TEXT = re.compile(r"\b(replay_scenarios(?:\.\w+?)+)_[0-9a-f]{16}(?![0-9A-Za-z_])")
+    return _HASHED_MODULE_IN_TEXT.sub(r"\1", text)
+
+
 def scenario_module(name: str) -> Any:
     """The scenario file's module a recorded (stable or hashed) module name means: the latest imported."""
     import re

@@ -27,7 +27,7 @@ import msgpack
 from .._conversations import in_conversations, interleaved_roles, turns_of
 from .._untrusted import finite
 from ..cassette import Cassette, Exchange, encode_big_int, paused_gc
-from ..scenario import stable_name
+from ..scenario import stable_name, stable_names_in
 from ..scrub import PLACEHOLDER_RE
 from ._schema import EMPTY, Choice, Schema, compile_schema, installed_schema, merge
 from ._unsent import as_auto, kept_modes, sent_message, sent_parameters, sent_part
@@ -71,6 +71,8 @@ random letters, digits or ``_``) as a path component: a tool quoting the tempora
 ("No such file: /tmp/tmpwajeavgh/notes.txt") named another folder in every run. Aliased to ordinals
 (``<tmp#1>``), as uuids are, so one folder quoted twice is still one folder."""
 _TEMP_MARK = "tmp"
+_MODULE_MARK = "replay_scenarios."
+"""A scenario file's module named in text (a default repr of the scenario's own class): its hash is dropped."""
 
 
 def without_addresses(text: str) -> str:
@@ -157,6 +159,8 @@ class Aliases:
     def text(self, value: str) -> str:
         if _ADDRESS_MARK in value:
             value = without_addresses(value)
+        if _MODULE_MARK in value:
+            value = stable_names_in(value)
         if _TEMP_MARK in value:
             value = _TEMP_NAME.sub(self._temp, value)
         if "<secret:" in value:
@@ -258,7 +262,7 @@ class Normaliser:
         if t is list:
             return [self.value(item, kind) for item in value]
         if t is str:
-            return self.aliases.text(value) if "-" in value or "<secret:" in value or _ADDRESS_MARK in value or _TEMP_MARK in value or (
+            return self.aliases.text(value) if "-" in value or "<secret:" in value or _ADDRESS_MARK in value or _TEMP_MARK in value or _MODULE_MARK in value or (
                 self._rooted and "/" in value) else value
         if isinstance(value, dict):
             return self._dict(value, kind)
@@ -327,7 +331,7 @@ class Normaliser:
                     continue
                 if defaults and defaults.get(key) == item:
                     continue
-                out[key] = self.aliases.text(item) if "-" in item or "<secret:" in item or _ADDRESS_MARK in item or _TEMP_MARK in item or (
+                out[key] = self.aliases.text(item) if "-" in item or "<secret:" in item or _ADDRESS_MARK in item or _TEMP_MARK in item or _MODULE_MARK in item or (
                     self._rooted and "/" in item) else item
                 continue
             if t is int or t is float or t is bool:
@@ -483,7 +487,7 @@ def _error(info: Any) -> dict[str, Any]:
         if _TEMP_MARK in message:  # numbered within the message: the error is compared on its own
             temps: dict[str, str] = {}
             message = _TEMP_NAME.sub(lambda m: temps.setdefault(m.group(0), f"<tmp#{len(temps) + 1}>"), message)
-        out["message"] = without_addresses(message)
+        out["message"] = stable_names_in(without_addresses(message))
     return out
 
 

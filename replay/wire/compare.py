@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from ..cassette import Cassette, Exchange
 from ..normaliser import _TEMP_NAME, SECRET_PLACEHOLDER, VOLATILE_KEYS, Rules, without_addresses
+from ..scenario import stable_names_in
 from .store import request_body
 
 _WIRE_ID = re.compile(r"^(pyd_ai_[0-9a-f]{8,}|call_[A-Za-z0-9]{8,}|toolu_[A-Za-z0-9]{8,}|fc_[0-9a-f]{8,}|(msg|rs|resp)_[0-9a-f]{16,})$")
@@ -83,7 +84,7 @@ class _Aliases:
                 return self.ids.setdefault(value, f"<id#{len(self.ids) + 1}>")
             if "<secret:" in value:  # as the message-level normaliser: the scrubber's label is a guess
                 value = SECRET_PLACEHOLDER.sub(lambda m: self.secrets.setdefault(m.group(0), f"<secret#{len(self.secrets) + 1}>"), value)
-            value = without_addresses(value)  # an object's address, new in every process (as the normaliser)
+            value = stable_names_in(without_addresses(value))  # an object's address, a scenario module's hash (as the normaliser)
             if "tmp" in value:  # a folder tempfile named (as the normaliser)
                 value = _TEMP_NAME.sub(lambda m: self.temps.setdefault(m.group(0), f"<tmp#{len(self.temps) + 1}>"), value)
             if value[:1] in ("{", "[") and value[-1:] in ("}", "]"):

@@ -453,6 +453,28 @@ def test_a_folder_tempfile_named_is_aliased_like_a_uuid() -> None:
     assert diff(raised("No such file: '/tmp/tmpwajeavgh/missing.txt'"), raised("No such file: '/tmp/tmpvjeq_gq_/other.txt'")).changed
 
 
+def test_a_scenario_modules_hash_named_in_text_is_not_a_change() -> None:
+    """The scenario file's module is named ``replay_scenarios.<place>_<hash of its path and bytes>``: a default
+    repr of the scenario's own class (a tool returning ``repr(error)``, an error message) sent that hash, so
+    editing another scenario of the file, or a checkout in another folder, made a replay of the unchanged
+    scenario on its own version ``changed``. The module's place and the class are still compared."""
+    from replay.differ import diff
+
+    n = Normaliser()
+    before = "KeyError(<replay_scenarios.errs_87e4f9d034cfe3ea.Widget object at 0x7f59f914f550>)"
+    after = "KeyError(<replay_scenarios.errs_60d1657cfc90c40b.Widget object at 0x7f612cacf590>)"
+    assert n.value(before) == n.value(after) == "KeyError(<replay_scenarios.errs.Widget object at 0x<address>>)"
+    assert n.value("replay_scenarios.grp.tools_0123456789abcdef.Gadget") == "replay_scenarios.grp.tools.Gadget"
+    assert n.value(before) != n.value(after.replace("Widget", "Gadget"))
+    assert n.value(before) != n.value(after.replace("errs_", "other_"))
+
+    def raised(message: str) -> Cassette:
+        return _http_error_cassette("builtins.ValueError", {}, message)
+
+    assert not diff(raised("cannot handle replay_scenarios.errs_87e4f9d034cfe3ea.Widget"),
+                    raised("cannot handle replay_scenarios.errs_60d1657cfc90c40b.Widget")).changed
+
+
 # --------------------------------------------------------------------------- a run's kept output mode (slim 2.58)
 
 

@@ -188,3 +188,8 @@ def test_a_folder_tempfile_named_in_what_the_provider_is_sent_is_not_a_change() 
     assert compare(cassette(chat(system("tmpwajeavgh"), USER)), cassette(chat(system("tmpvjeq_gq_"), USER))) == []
     assert [x.path for x in compare(cassette(chat(system("tmpwajeavgh"), USER)), cassette(chat(system("project"), USER)))] == [
         "messages[0].content"]
+
+
+def test_a_scenario_modules_hash_in_what_the_provider_is_sent_is_not_a_change() -> None:
+    ret = lambda h: {"role": "tool", "tool_call_id": "c1", "content": f"<replay_scenarios.app_{h}.Widget object>"}  # noqa: E731
+    assert compare(cassette(chat(USER, ret("87e4f9d034cfe3ea"))), cassette(chat(USER, ret("60d1657cfc90c40b")))) == []
