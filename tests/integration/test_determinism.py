@@ -13,6 +13,7 @@ import pytest
 from conftest import SPILL_AGENT
 
 from replay._determinism import deterministic_ids, first_difference
+from replay.cassette import DEFAULT_LIMITS
 from replay.recorder import record
 from replay.replayer import replay
 from replay.scenario import discover
@@ -356,3 +357,56 @@ def test_a_recording_that_fails_once_is_that_scenarios_difference_not_the_end_of
     assert "identical flaky/steady (2 recordings)" in lines, proc.out + proc.err
     [flaky] = [line for line in lines if line.startswith("DIFFERENT flaky/every_other")]
     assert "failed" in flaky and "flaky failure" in flaky, flaky
+
+
+def test_concurrent_conversations_whose_summaries_trade_places_are_identical(tmp_path: Path) -> None:
+    """Three conversations at once, each with a summarizer: latency decides which summarizer call comes first,
+    so from one recording to the next two of them trade places. ``replay run`` pairs them by conversation and
+    content and says ``same`` every time; ``--check-determinism`` compared bytes and said ``DIFFERENT …
+    summarizing_compaction[0] and summarizing_compaction[1] swapped places``, a nondeterminism no replay shows.
+    A recording whose summaries really differ is still ``DIFFERENT``."""
+    import asyncio
+
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelResponse, TextPart
+    from pydantic_ai.models.function import FunctionModel
+    from pydantic_ai_harness.compaction import SummarizingCompaction
+
+    from replay._determinism import _compare
+    from replay.cassette import cassette_path, save
+    from replay.recorder import finalize, record
+    from replay.scenario import Scenario
+
+    def scenario(slow: str, summary: str = "sum") -> Scenario:
+        async def summ(messages: Any, info: Any) -> ModelResponse:
+            return ModelResponse(parts=[TextPart(summary)])
+
+        async def main(messages: Any, info: Any) -> ModelResponse:
+            first = str(messages[0].parts[-1].content) if messages and messages[0].parts else ""
+            await asyncio.sleep(0.03 if first.startswith(slow) else 0)
+            return ModelResponse(parts=[TextPart(f"r{len(messages)}")])
+
+        async def func(run: Any) -> list[str]:
+            agent = Agent(FunctionModel(main), capabilities=[
+                SummarizingCompaction(model=FunctionModel(summ), max_messages=4, keep_messages=2)])
+
+            async def convo(tag: str) -> str:
+                history: list[Any] = []
+                for i in range(3):
+                    result = await agent.run(f"{tag}{i}", message_history=history)
+                    history = result.all_messages()
+                return result.output
+
+            return list(await asyncio.gather(*(convo(t) for t in "abc")))
+
+        return Scenario(id="conc/summaries", func=func, path=None, doc="", source_hash="0")
+
+    dirs = [tmp_path / f"run{i}" for i in (1, 2, 3)]
+    for d, c in zip(dirs, (record(scenario("a")), record(scenario("b")), record(scenario("a", "another")))):
+        save(finalize(c), cassette_path(d, "conc/summaries"))
+    from replay._determinism import normalised_bytes
+
+    first, second = (cassette_path(d, "conc/summaries") for d in dirs[:2])
+    assert normalised_bytes(first) != normalised_bytes(second)  # the calls did trade places
+    assert _compare("conc/summaries", dirs[:2], DEFAULT_LIMITS).identical
+    assert not _compare("conc/summaries", [dirs[0], dirs[2]], DEFAULT_LIMITS).identical
