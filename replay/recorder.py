@@ -620,7 +620,12 @@ class Session:
             self.builder.cassette.runs.append(AgentRunRecord(role=role, parent=parent))
             slot = len(self.builder.cassette.runs) - 1
             ended = self._ended.get((id(history[-1]), len(history))) if history else None
-            if ended is not None and ended[1] is history[-1]:
+            # A run continues an earlier run of its own role only, as ``_conversations.links`` reads the
+            # cassette: a writer handed the planner's result starts a writer conversation. Counted as the
+            # planner's next turn here but as a conversation of its own there, a replay looked its calls up
+            # under another conversation than the recording's and answered them crossed (a handoff run
+            # concurrently was ``changed`` on every replay of an unchanged harness).
+            if ended is not None and ended[1] is history[-1] and self.builder.cassette.runs[ended[0]].role == role:
                 root, turn = self.turns[ended[0]]
                 self.turns.append((root, turn + 1))
             else:

@@ -69,3 +69,51 @@ def test_the_same_conversations_in_another_interleaving_are_the_same() -> None:
     changed = diff(one, _cassette([("b", 0), ("a", 0), ("b", 1), ("a", 1)], answers={"b": "b changed"}))
     assert changed.changed
     assert {r.label for r in changed.requests} == {"main[1]", "main[3]"}  # b's two requests, by a's ordinals
+
+
+def test_a_handoff_to_another_role_starts_its_conversation_live_as_in_the_cassette() -> None:
+    """A planner's result handed to a writer (``writer.run(..., message_history=planner_result.all_messages())``),
+    four topics at once: the recording session counted the writer's run as the planner's next turn, the cassette
+    (``links``) as a writer conversation of its own, so a replay looked each writer call up under another
+    conversation than the recording's and answered them crossed (``changed`` on every replay of an unchanged
+    harness: ``essay on tls → essay on bgp``). Live and recorded conversations must be the same."""
+    import asyncio
+
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelResponse, TextPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from replay.recorder import Session, session_scope
+    from replay.replayer import CassetteSource
+
+    delays = {"tls": 0.012, "dns": 0.0, "bgp": 0.008, "ntp": 0.004}
+
+    async def plan(messages: object, info: object) -> ModelResponse:
+        topic = str(messages[-1].parts[-1].content)  # type: ignore[index]
+        await asyncio.sleep(delays[topic])
+        return ModelResponse(parts=[TextPart(f"plan for {topic}")])
+
+    async def write(messages: object, info: object) -> ModelResponse:
+        topic = str(messages[0].parts[-1].content)  # type: ignore[index]
+        await asyncio.sleep(delays.get(topic, 0.002) / 2)
+        return ModelResponse(parts=[TextPart(f"essay on {topic} after {len(messages)} messages")])  # type: ignore[arg-type]
+
+    async def scenario() -> list[str]:
+        planner, writer = Agent(FunctionModel(plan)), Agent(FunctionModel(write), name="writer")
+
+        async def one(topic: str) -> str:
+            r1 = await planner.run(topic)
+            r2 = await writer.run("write it", message_history=r1.all_messages())
+            return (await writer.run("shorter", message_history=r2.all_messages())).output
+
+        return list(await asyncio.gather(*(one(t) for t in delays), writer.run("standalone")))  # type: ignore[arg-type]
+
+    recording = Session()
+    with session_scope(recording):
+        asyncio.run(scenario())
+    assert recording.turns == turns(recording.cassette.runs)
+    replaying = Session(source=CassetteSource(recording.cassette))
+    with session_scope(replaying):
+        asyncio.run(scenario())
+    assert replaying.turns == turns(recording.cassette.runs)
+    assert not diff(recording.cassette, replaying.cassette).changed
