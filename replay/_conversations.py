@@ -47,6 +47,22 @@ def links(runs: Sequence[AgentRunRecord]) -> tuple[list[Turn], list[int | None]]
     return out, sources
 
 
+def handoffs(runs: Sequence[AgentRunRecord], sources: Sequence[int | None]) -> set[int]:
+    """Runs that continue no run of their own role but were given another role's result as their history."""
+    ended: dict[tuple[int, int], list[int]] = {}
+    out: set[int] = set()
+    for i, run in enumerate(runs):
+        history = run.history
+        if history and sources[i] is None:
+            for j in ended.get((len(history), history[-1]), ()):
+                if runs[j].role != run.role and runs[j].result == history:
+                    out.add(i)
+                    break
+        if run.result:
+            ended.setdefault((len(run.result), run.result[-1]), []).append(i)
+    return out
+
+
 def turns(runs: Sequence[AgentRunRecord]) -> list[Turn]:
     """Each run's conversation and turn (see :func:`links`)."""
     return links(runs)[0]
@@ -128,11 +144,18 @@ class Predecessors:
 
     def __init__(self, c: Cassette) -> None:
         self.sources = links_of(c)[1]
+        self.handed = handoffs(c.runs, self.sources)
         self.last_of_run: dict[int, Exchange] = {}
 
     def previous(self, ex: Exchange, role_previous: Exchange | None) -> Exchange | None:
-        """The request ``ex`` continues; call for each request of a role in order (``role_previous``: the one before)."""
+        """The request ``ex`` continues; call for each request of a role in order (``role_previous``: the one before).
+
+        A run handed another role's result (a writer given the planner's) starts its role's conversation
+        with that history: it continues none of its role's requests, and compared with the role's previous
+        one (another topic's) it read as a prompt-cache prefix broken on every handoff."""
         found = self.continued(ex)
+        if found is None and ex.run is not None and ex.run in self.handed:
+            return None
         return role_previous if found is None else found
 
     def continued(self, ex: Exchange) -> Exchange | None:

@@ -117,3 +117,35 @@ def test_a_handoff_to_another_role_starts_its_conversation_live_as_in_the_casset
         asyncio.run(scenario())
     assert replaying.turns == turns(recording.cassette.runs)
     assert not diff(recording.cassette, replaying.cassette).changed
+
+
+def test_a_handoff_is_no_prompt_cache_prefix_broken() -> None:
+    """A writer handed the planner's result starts its own conversation with that history: compared with the
+    writer's previous request (another piece of writing) it read as ``cache_prefix_broken`` on every handoff."""
+    import asyncio
+
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelResponse, TextPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from replay.invariants import evaluate
+    from replay.recorder import Session, session_scope
+
+    def answer(messages: object, info: object) -> ModelResponse:
+        return ModelResponse(parts=[TextPart(f"answer {len(messages)} " + "words " * 20)])  # type: ignore[arg-type]
+
+    async def scenario() -> None:
+        planner, writer = Agent(FunctionModel(answer)), Agent(FunctionModel(answer), name="writer")
+        await writer.run("a standalone piece about ships " * 3)
+        for topic in ("tls", "dns"):
+            plan = await planner.run(f"plan {topic}")
+            await writer.run("write it", message_history=plan.all_messages())
+
+    session = Session()
+    with session_scope(session):
+        asyncio.run(scenario())
+    c = session.cassette
+    assert [v.invariant for v in evaluate(c, ["cache_prefix_broken"]).violations] == []
+    handed = [ex for ex in c.exchanges if ex.role == "writer"][1:]
+    predecessors = Predecessors(c)
+    assert [predecessors.previous(ex, None) for ex in handed] == [None, None]
