@@ -423,7 +423,7 @@ def _compare(scenario_id: str, dirs: Sequence[Path], limits: Limits) -> Determin
     return DeterminismResult(scenario_id, len(dirs), True, _REORDERED if reordered else "")
 
 
-_REORDERED = "concurrent calls arrived in another order, which a replay compares as the same"
+_REORDERED = "the recordings differ only where a replay sees no change (concurrent calls in another order, a stamp or hash of a value it aliases)"
 
 
 def _replays_alike(a: Cassette, b: Cassette) -> bool:
