@@ -71,6 +71,18 @@ random letters, digits or ``_``) as a path component: a tool quoting the tempora
 ("No such file: /tmp/tmpwajeavgh/notes.txt") named another folder in every run. Aliased to ordinals
 (``<tmp#1>``), as uuids are, so one folder quoted twice is still one folder."""
 _TEMP_MARK = "tmp"
+_PROCESS_ID = re.compile(r"(?<=PID: )\d+\b|(?<=kill -- -)\d+\b|(?<=\"pid\": )\d+\b")
+"""A process id as the harness's ``Shell`` tool hands it to the model (``PID: 30177 (supervisor; use `kill --
+-30177` to stop …)``, ``{"pid": 30177, "exit_code": 0}`` in the job's status): new in every run, so a coding
+agent that ran one command was ``changed`` on every replay. Aliased to ordinals (``<pid#1>``), so one process
+quoted three times is still one process."""
+_PID_MARKS = ("PID: ", '"pid": ')
+
+
+def has_process_id(text: str) -> bool:
+    return any(mark in text for mark in _PID_MARKS)
+
+
 _MODULE_MARK = "replay_scenarios."
 """A scenario file's module named in text (a default repr of the scenario's own class): its hash is dropped."""
 
@@ -128,6 +140,7 @@ class Aliases:
     uuids: dict[str, str] = field(default_factory=dict)
     secrets: dict[str, str] = field(default_factory=dict)
     temps: dict[str, str] = field(default_factory=dict)
+    pids: dict[str, str] = field(default_factory=dict)
     workspaces: tuple[str, ...] = ()
     """Absolute roots of the workspaces the cassette's runs worked in (``ModelResponse.workspace_ref``): a
     tool quoting one ("outside the project root /tmp/ws-9djk8cbp") names a new temp dir in every run."""
@@ -156,7 +169,16 @@ class Aliases:
             alias = self.temps[m.group(0)] = f"<tmp#{len(self.temps) + 1}>"
         return alias
 
+    def _pid(self, m: re.Match[str]) -> str:
+        self.used += 1
+        alias = self.pids.get(m.group(0))
+        if alias is None:
+            alias = self.pids[m.group(0)] = f"<pid#{len(self.pids) + 1}>"
+        return alias
+
     def text(self, value: str) -> str:
+        if has_process_id(value):
+            value = _PROCESS_ID.sub(self._pid, value)
         if _ADDRESS_MARK in value:
             value = without_addresses(value)
         if _MODULE_MARK in value:
@@ -262,7 +284,7 @@ class Normaliser:
         if t is list:
             return [self.value(item, kind) for item in value]
         if t is str:
-            return self.aliases.text(value) if "-" in value or "<secret:" in value or _ADDRESS_MARK in value or _TEMP_MARK in value or _MODULE_MARK in value or (
+            return self.aliases.text(value) if "-" in value or "<secret:" in value or _ADDRESS_MARK in value or _TEMP_MARK in value or _MODULE_MARK in value or has_process_id(value) or (
                 self._rooted and "/" in value) else value
         if isinstance(value, dict):
             return self._dict(value, kind)
@@ -331,7 +353,7 @@ class Normaliser:
                     continue
                 if defaults and defaults.get(key) == item:
                     continue
-                out[key] = self.aliases.text(item) if "-" in item or "<secret:" in item or _ADDRESS_MARK in item or _TEMP_MARK in item or _MODULE_MARK in item or (
+                out[key] = self.aliases.text(item) if "-" in item or "<secret:" in item or _ADDRESS_MARK in item or _TEMP_MARK in item or _MODULE_MARK in item or has_process_id(item) or (
                     self._rooted and "/" in item) else item
                 continue
             if t is int or t is float or t is bool:

@@ -18,7 +18,15 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..cassette import Cassette, Exchange
-from ..normaliser import _TEMP_NAME, SECRET_PLACEHOLDER, VOLATILE_KEYS, Rules, without_addresses
+from ..normaliser import (
+    _PROCESS_ID,
+    _TEMP_NAME,
+    SECRET_PLACEHOLDER,
+    VOLATILE_KEYS,
+    Rules,
+    has_process_id,
+    without_addresses,
+)
 from ..scenario import stable_names_in
 from .store import request_body
 
@@ -73,6 +81,7 @@ class _Aliases:
         self.ids: dict[str, str] = {}
         self.secrets: dict[str, str] = {}
         self.temps: dict[str, str] = {}
+        self.pids: dict[str, str] = {}
 
     def value(self, value: Any, ignore: frozenset[str]) -> Any:
         if isinstance(value, dict):
@@ -85,6 +94,8 @@ class _Aliases:
             if "<secret:" in value:  # as the message-level normaliser: the scrubber's label is a guess
                 value = SECRET_PLACEHOLDER.sub(lambda m: self.secrets.setdefault(m.group(0), f"<secret#{len(self.secrets) + 1}>"), value)
             value = stable_names_in(without_addresses(value))  # an object's address, a scenario module's hash (as the normaliser)
+            if has_process_id(value):  # a process id the Shell tool quotes (as the normaliser)
+                value = _PROCESS_ID.sub(lambda m: self.pids.setdefault(m.group(0), f"<pid#{len(self.pids) + 1}>"), value)
             if "tmp" in value:  # a folder tempfile named (as the normaliser)
                 value = _TEMP_NAME.sub(lambda m: self.temps.setdefault(m.group(0), f"<tmp#{len(self.temps) + 1}>"), value)
             if value[:1] in ("{", "[") and value[-1:] in ("}", "]"):

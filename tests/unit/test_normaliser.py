@@ -475,6 +475,23 @@ def test_a_scenario_modules_hash_named_in_text_is_not_a_change() -> None:
                     raised("cannot handle replay_scenarios.errs_60d1657cfc90c40b.Widget")).changed
 
 
+def test_a_process_id_the_shell_tool_quotes_is_aliased() -> None:
+    """The harness's ``Shell`` tool answers every command with its supervisor's PID (in the text, in the kill
+    command, in the job's status JSON): a coding agent that ran one command was ``changed`` on every replay.
+    One process quoted three times is one alias; other numbers stay."""
+    n = Normaliser()
+
+    def shell(pid: int) -> str:
+        return (f"5\nPID: {pid} (supervisor; use `kill -- -{pid}` to stop the whole process tree)\n"
+                f"Output: /x/output.log\n{{\"pid\": {pid}, \"exit_code\": 0}}")
+
+    assert n.value({"part_kind": "tool-return", "content": shell(30177)})["content"] == (
+        "5\nPID: <pid#1> (supervisor; use `kill -- -<pid#1>` to stop the whole process tree)\n"
+        "Output: /x/output.log\n{\"pid\": <pid#1>, \"exit_code\": 0}")
+    assert Normaliser().value(shell(30177)) == Normaliser().value(shell(30490))
+    assert n.value("exit code 30177, 2 files") == "exit code 30177, 2 files"
+
+
 # --------------------------------------------------------------------------- a run's kept output mode (slim 2.58)
 
 

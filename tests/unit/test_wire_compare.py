@@ -193,3 +193,8 @@ def test_a_folder_tempfile_named_in_what_the_provider_is_sent_is_not_a_change() 
 def test_a_scenario_modules_hash_in_what_the_provider_is_sent_is_not_a_change() -> None:
     ret = lambda h: {"role": "tool", "tool_call_id": "c1", "content": f"<replay_scenarios.app_{h}.Widget object>"}  # noqa: E731
     assert compare(cassette(chat(USER, ret("87e4f9d034cfe3ea"))), cassette(chat(USER, ret("60d1657cfc90c40b")))) == []
+
+
+def test_a_process_id_the_shell_tool_quotes_in_what_the_provider_is_sent_is_not_a_change() -> None:
+    ret = lambda pid: {"role": "tool", "tool_call_id": "c1", "content": f"PID: {pid} (supervisor; use `kill -- -{pid}`)"}  # noqa: E731
+    assert compare(cassette(chat(USER, ret(30177))), cassette(chat(USER, ret(30490)))) == []
