@@ -117,7 +117,16 @@ def _same_recording(path: Path, again: Cassette, limits: Limits) -> bool:
         return False  # a cassette written before roles named a scenario file by its place held a path-and-bytes hash
     if any(getattr(old.header, k) != getattr(again.header, k) for k in type(old.header).model_fields if k not in _STAMPS):
         return False
+    if _error_keys(old) != _error_keys(again):
+        return False  # what a replay raises an error with (not compared: kept for the replay) was recorded anew
     return same_value(normalise(old).as_json(), normalise(again).as_json())  # by type, as the differ compares
+
+
+def _error_keys(c: Cassette) -> list[list[str]]:
+    """Which values each recorded error holds for a replay to raise it with (an exception group's own errors,
+    an HTTP error's status): a cassette recorded before one was kept replays the error as another."""
+    errors = [ex.error for ex in c.exchanges] + [c.outcome.error]
+    return [sorted(e.attributes or ()) if e is not None else [] for e in errors]
 
 
 def not_as_declared(sc: Scenario, cassette: Cassette) -> str | None:

@@ -168,6 +168,8 @@ def jsonable(value: Any) -> Any:
     return json_value(value, fallback=_unknown, serialize_unknown=False)
 
 
+GROUPED = "exceptions"
+"""The attribute an exception group's own errors are kept under (see :func:`error_info`)."""
 _ERROR_SKIPPED = frozenset({"message", "args", "headers"})
 """Not kept: the message is kept already; ``headers`` of a provider's error response can carry
 cookies and account ids, and what code reads of them pydantic-ai copies out (``retry_after``)."""
@@ -186,13 +188,18 @@ def parameters_json(params: Any) -> Any:
     return out
 
 
-def error_info(exc: BaseException) -> ErrorInfo:
-    attributes = {}
+def error_info(exc: BaseException, depth: int = 0) -> ErrorInfo:
+    attributes: dict[str, Any] = {}
     for name, value in getattr(exc, "__dict__", {}).items():
         if name.startswith("_") or name in _ERROR_SKIPPED or not name.isidentifier():
             continue
         if value is None or isinstance(value, (bool, int, float, str)) or _plain(value):
             attributes[name] = value
+    if isinstance(exc, BaseExceptionGroup) and depth < 8:
+        # What the group holds (a FallbackModel's every model failing: one error per model), so a replay
+        # can raise the group again: an ExceptionGroup is built from its errors, and without them it came
+        # back as a ReplayedModelError that no `except FallbackExceptionGroup` caught.
+        attributes[GROUPED] = [error_info(e, depth + 1).model_dump(exclude_none=True) for e in exc.exceptions]
     return ErrorInfo(
         type=stable_name(f"{type(exc).__module__}.{type(exc).__qualname__}"), message=str(exc), attributes=attributes or None
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import re
 import sys
 import threading
 from collections import deque
@@ -107,6 +108,25 @@ def _http_error(info: ErrorInfo) -> BaseException | None:
         return None
 
 
+_SUB_EXCEPTIONS = re.compile(r" \(\d+ sub-exceptions?\)$")
+
+
+def _group(cls: type[BaseException], info: ErrorInfo) -> BaseException | None:
+    """A recorded exception group (``FallbackExceptionGroup``: every model of a ``FallbackModel`` failed) raised
+    again from its recorded errors, each rebuilt as any recorded error is; ``None`` when they were not kept."""
+    from .recorder import GROUPED
+
+    grouped = (info.attributes or {}).get(GROUPED)
+    if not isinstance(grouped, list) or not grouped:
+        return None
+    try:
+        errors = [_rebuild_error(ErrorInfo.model_validate(e)) for e in grouped]
+        built = cls(_SUB_EXCEPTIONS.sub("", info.message), errors)
+    except Exception:
+        return None
+    return built
+
+
 def _rebuild_error(info: ErrorInfo) -> BaseException:
     """Re-raise a recorded model error as its own class when that class is already imported.
 
@@ -115,6 +135,8 @@ def _rebuild_error(info: ErrorInfo) -> BaseException:
     """
     error: BaseException | None = _http_error(info)
     cls = _imported_class(info.type)
+    if error is None and cls is not None and issubclass(cls, BaseExceptionGroup):
+        error = _group(cls, info)
     if error is None and cls is not None:
         try:
             error = cls(info.message)
@@ -129,6 +151,8 @@ def _rebuild_error(info: ErrorInfo) -> BaseException:
                 error = None
     if error is not None:
         for name, value in (info.attributes or {}).items():  # status_code, body: what handlers branch on
+            if name == "exceptions" and isinstance(error, BaseExceptionGroup):
+                continue
             try:
                 setattr(error, name, value)
             except Exception:  # a read-only property: the class computes it

@@ -482,3 +482,47 @@ def test_a_recorded_error_type_is_read_from_a_modules_namespace_not_its_getattr(
     monkeypatch.setitem(sys.modules, "lazy_errors", module)
     assert _imported_class("lazy_errors.Defined") is Defined
     assert _imported_class("lazy_errors.Moved") is None and called == []
+
+
+def test_a_fallback_model_whose_every_model_failed_raises_its_group_again(tmp_path: Any) -> None:
+    """Every model of a ``FallbackModel`` failing raises ``FallbackExceptionGroup``, an exception group that is
+    built from its errors: the recording kept only its message, the replay raised a ``ReplayedModelError`` no
+    ``except FallbackExceptionGroup`` caught, and a scenario handling the outage read ``changed`` on the version it
+    was recorded on. ``record --force`` rewrites a cassette recorded before the group's errors were kept."""
+    from pydantic_ai.exceptions import FallbackExceptionGroup, ModelHTTPError
+    from pydantic_ai.models.fallback import FallbackModel
+
+    from replay._pipeline import _same_recording
+    from replay.cassette import DEFAULT_LIMITS, load, save
+    from replay.differ import diff
+
+    async def down(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        raise ModelHTTPError(503, "one", body={"e": "overloaded"})
+
+    async def limited(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        raise ModelHTTPError(429, "two", body={"e": "rate"})
+
+    async def outage(run: Run) -> str:
+        try:
+            await Agent(FallbackModel(FunctionModel(down), FunctionModel(limited))).run("hi")
+        except FallbackExceptionGroup as group:
+            run.observe("statuses", [getattr(e, "status_code", None) for e in group.exceptions])
+            return "fell through"
+        return "answered"
+
+    sc = Scenario(id="u/outage", func=outage, path=None, doc="", source_hash="0")
+    recorded = record(sc)
+    assert recorded.outcome.output == "fell through" and recorded.observations[0].value == [503, 429]
+    result = replay(sc, recorded)
+    assert result.result.outcome.output == "fell through" and result.result.observations[0].value == [503, 429]
+    assert not diff(recorded, result.result).changed
+
+    from replay.recorder import GROUPED
+
+    path = tmp_path / "outage.cassette"
+    old = recorded.model_copy(deep=True)
+    for ex in old.exchanges:
+        assert ex.error is not None and GROUPED in (ex.error.attributes or {})
+        ex.error.attributes = None  # as recorded before
+    save(old, path)
+    assert not _same_recording(path, load(path, DEFAULT_LIMITS).model_copy(update={"exchanges": recorded.exchanges}), DEFAULT_LIMITS)
