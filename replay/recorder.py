@@ -159,7 +159,22 @@ class Estimates:
         return found
 
 
-def _unknown(o: Any) -> str:
+def _unknown(o: Any) -> Any:
+    """What a value JSON has no form for is written as: its class, or the plain mapping it gives of itself.
+
+    ``ModelSettings(timeout=httpx.Timeout(60, connect=5))``: written as ``"<Timeout>"``, a timeout a release
+    changed (or the scenario did) was no change in the settings compared. An ``httpx.Timeout`` (any object
+    with an ``as_dict()`` of plain values) is written as that mapping, under its class's name."""
+    as_dict = getattr(type(o), "as_dict", None)
+    if callable(as_dict):
+        try:
+            values = as_dict(o)
+        except Exception:
+            values = None
+        if isinstance(values, dict) and all(
+            isinstance(k, str) and (v is None or isinstance(v, (bool, int, float, str))) for k, v in values.items()
+        ):
+            return {f"<{type(o).__qualname__}>": values}
     return f"<{type(o).__qualname__}>"
 
 

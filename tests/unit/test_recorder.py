@@ -697,3 +697,23 @@ def test_a_scenario_returning_or_observing_bytes_that_are_not_text_is_recorded()
     assert c.outcome.status == "ok" and c.outcome.output == "iVBORw0KGgoA_w=="
     assert c.observations[0].value == {"bytes": "iVBORw0KGgoA_w=="}
     assert jsonable(b"plain text") == "plain text" and jsonable({"k": [b"ab"]}) == {"k": ["ab"]}
+
+
+def test_a_timeout_setting_is_recorded_by_its_values() -> None:
+    """``ModelSettings(timeout=httpx.Timeout(...))`` was written as ``"<Timeout>"``: a timeout changed from 30 s
+    to 60 s (by a release's capability, or by the scenario) was no change in the settings compared."""
+    import httpx
+
+    from replay.differ import diff
+
+    def recorded(read: float) -> Any:
+        session = Session()
+        with session_scope(session):
+            Agent(FunctionModel(lambda m, i: text("ok"))).run_sync("hi", model_settings={"timeout": httpx.Timeout(read, connect=5)})
+        return session.cassette
+
+    thirty = recorded(30)
+    (ex,) = thirty.exchanges
+    assert ex.settings is not None
+    assert thirty.blobs[ex.settings] == {"timeout": {"<Timeout>": {"connect": 5, "read": 30, "write": 30, "pool": 30}}}
+    assert diff(thirty, recorded(60)).changed and not diff(thirty, recorded(30)).changed
