@@ -618,9 +618,10 @@ _LEGACY_SUMMARY = "Summary of previous conversation:\n\n"
 
 
 def _legacy_summary(part: dict[str, Any]) -> bool:
+    if part.get("part_kind") != "system-prompt":  # asked of every part of every request: the cheap test first
+        return False
     content = part.get("content")
-    return (part.get("part_kind") == "system-prompt" and isinstance(content, str)
-            and content.startswith(_LEGACY_SUMMARY) and part.get("scope") != "request")
+    return isinstance(content, str) and content.startswith(_LEGACY_SUMMARY) and part.get("scope") != "request"
 
 
 def _summary_part(part: dict[str, Any]) -> bool:
@@ -763,6 +764,7 @@ class _Index:
         self._norm: list[bytes] | None = None
         self._views: dict[str, list[_View]] | None = None
         self._summary_ids: set[int] | None = None
+        self._summary_texts: dict[int, frozenset[str]] = {}
         compactions = [e for e in c.exchanges if _is_compaction(c, e)]
         self.compactions = sorted(compactions, key=lambda e: e.seq)
         self.compaction_seqs = [e.seq for e in self.compactions]
@@ -1422,7 +1424,7 @@ def _newest_unsent(ix: _Index, sent: list[int], source: list[int]) -> bool:
     Every compaction keeps it (0.60 on: "the newest message is always kept, since in a run it is the
     request being answered"; 0.55's window already: "keeping zero messages would drop the newest
     message"); a summary of it is no answer to it."""
-    if not source or not ix.texts(source[-1])[1]:
+    if not source or source[-1] in sent or not ix.texts(source[-1])[1]:  # sent as it is: kept, no search
         return False
     kept = [ix.texts(i)[0] for i in sent]
 
@@ -1436,10 +1438,19 @@ def _newest_unsent(ix: _Index, sent: list[int], source: list[int]) -> bool:
 
 
 def _summaries(ix: _Index, sent: list[int]) -> set[str]:
-    """The summaries a request carries (their text, whitespace folded)."""
+    """The summaries a request carries (their text, whitespace folded): asked of every main request,
+    which re-sends the same summary message until the next compaction, so each message's are kept."""
     if not ix.has_summary(sent):
         return set()
-    return {_ws(_summary_of(p)) for i in sent for p in _parts(ix.msg(i)) if _summary_part(p)}
+    assert ix._summary_ids is not None  # filled by has_summary
+    out: set[str] = set()
+    for i in sent:
+        if i in ix._summary_ids:
+            found = ix._summary_texts.get(i)
+            if found is None:
+                found = ix._summary_texts[i] = frozenset(_ws(_summary_of(p)) for p in _parts(ix.msg(i)) if _summary_part(p))
+            out |= found
+    return out
 
 
 def _writer(ix: _Index, ex: Exchange, new: set[str]) -> list[Exchange]:
