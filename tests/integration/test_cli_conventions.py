@@ -114,9 +114,11 @@ def test_value_names_are_the_readmes(cli) -> None:
 @pytest.mark.parametrize(
     ("args", "line"),
     [
-        (["run", "--acept"], "replay: error: No such option: --acept (Possible options: --accept, --help); see 'replay run --help'"),
+        # click's own wording of a misspelt option and an extra argument moved between releases (8.1 at the floor)
+        (["run", "--acept"], re.compile(r"replay: error: No such option(: --acept \(Possible options: --accept, --help\)|"
+                                        r" '--acept'\. \(Did you mean one of: '--accept', '--help'\?\)); see 'replay run --help'")),
         (["runn"], "replay: error: No such command 'runn'. Did you mean 'run'?; see 'replay --help'"),
-        (["init", "extra"], "replay: error: Got unexpected extra argument(s) (extra); see 'replay init --help'"),
+        (["init", "extra"], re.compile(r"replay: error: Got unexpected extra argument(\(s\))? \(extra\); see 'replay init --help'")),
         (["run", "--format"], "replay: error: Option '--format' requires an argument."),
         (["run", "--accept=3"], "replay: error: Option '--accept' does not take a value."),
         # typer 0.29 let pydantic's "Value error, " through; older typer (click) never said it
@@ -124,12 +126,13 @@ def test_value_names_are_the_readmes(cli) -> None:
          "replay: error: Invalid value for '--format' / '-f': 'xml' is not one of 'text', 'json', 'markdown', 'junit'."),
     ],
 )
-def test_every_usage_error_is_one_line(cli, args: list[str], line: str) -> None:
+def test_every_usage_error_is_one_line(cli, args: list[str], line: str | re.Pattern[str]) -> None:
     """A misspelt option or command, or an extra argument, was click's three lines (usage, hint, `Error: …`), and a
     missing value one line without the `replay: error:` every other bad input has."""
     r = cli(*args)
     assert r.code == 2 and r.out == ""
-    assert r.err.splitlines() == [line]
+    (said,) = r.err.splitlines()
+    assert said == line if isinstance(line, str) else line.fullmatch(said), said
 
 
 @pytest.mark.parametrize(
