@@ -141,7 +141,15 @@ def test_committed_example_reports_hold_the_seed_figures() -> None:
     row = next(line for line in pred.splitlines() if line.startswith("| violations |"))
     assert row.count("predicate_verdict is_provider_valid[0]: is_provider_valid True, but 1 tool call (add, c1) has no result") == 2
     assert "### Controls: the other scenarios of `scenarios/seed003_is_provider_valid.py`" in pred
-    for report in (long, blank, pred):
+    # seed 001 is a one-command report too: A9, U10, A10 lost on 0.62 (the seed's 0.63 figure), U11 as well on 0.54
+    lost = (docs / "seed001-keep_user_messages_true.md").read_text()
+    row = next(line for line in lost.splitlines() if line.startswith("| violations |"))
+    assert "content_lost main[0]: compaction lost A9, U10, A10: in neither" in row
+    assert "content_lost main[0]: compaction lost A9, U10, A10, U11: in neither" in row
+    assert '| observation `history_turns` | ["U6", "U7", "U8", "U9"] | ["U6", "U7", "U8", "U9", "U11"] |' in lost
+    assert 'history_turns = ["A9", "U10", "A10", "U11"]<br>current_prompt_in_history = true<br>no violation' in lost
+    assert lost.count("3 of 3 byte-identical") == 2
+    for report in (long, blank, pred, lost):
         assert "replay report " in report and "/work/" not in report  # the command; no absolute paths
 
 
