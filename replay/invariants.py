@@ -613,7 +613,7 @@ def _run_failed(c: Cassette, ex: Exchange) -> bool:
 
 
 _LEGACY_SUMMARY = "Summary of previous conversation:\n\n"
-"""How harness releases up to 0.60 wrote a summary: a system prompt opening with this (their
+"""How harness releases up to 0.61 wrote a summary: a system prompt opening with this (their
 ``SUMMARY_PREFIX``; 0.62 still recognises one by it, ``is_legacy_summary``)."""
 
 
@@ -626,7 +626,7 @@ def _legacy_summary(part: dict[str, Any]) -> bool:
 
 def _summary_part(part: dict[str, Any]) -> bool:
     """A part that carries a compaction's summary: a compaction part, one the harness marks as a summary,
-    or a system prompt holding one the way releases up to 0.60 wrote it (:data:`_LEGACY_SUMMARY`)."""
+    or a system prompt holding one the way releases up to 0.61 wrote it (:data:`_LEGACY_SUMMARY`)."""
     if part.get("part_kind") == "compaction" or _legacy_summary(part):
         return True
     meta = part.get("metadata")
