@@ -422,12 +422,12 @@ def github_annotations(reports: Sequence[ScenarioReport], *, checks_only: bool =
         title = f"harness-replay: {r.scenario_id} {'error' if r.status == 'error' else 'violated' if checks_only else 'changed'}"
         props.append(f"title={_escape_property(title)}")
         if r.status == "error":
-            message = r.error or "error"
+            message = "\n".join(visible(line) for line in (r.error or "error").splitlines())  # cassette text is untrusted
         else:
+            # each line made visible on its own, as text and JUnit do: a CRLF inside a value stays in its line
             lines = diff_lines(r.diff, details=False) if r.diff is not None else []
             lines += [f"violation: {v.describe()}" for v in r.violations]
-            message = "\n".join(lines[:20]) or "changed"
-        message = "\n".join(visible(line) for line in message.splitlines())  # cassette text is untrusted
+            message = "\n".join(visible(line) for line in lines[:20]) or "changed"
         out.append(f"::error {','.join(props)}::{_escape_data(message)}")
     return out
 

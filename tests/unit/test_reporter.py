@@ -85,3 +85,15 @@ def test_estimates_of_two_conversations_of_one_role_say_whose_figure_is_where() 
     d.main_requests = sorted(mains, key=lambda m: m.index)
     (line,) = [ln for ln in diff_lines(d) if "request estimates" in ln]
     assert line == "main request estimates: recorded [3, 3, 6] → replayed [3, 4, 6]"
+
+
+def test_an_annotation_keeps_a_cassette_line_break_inside_its_line() -> None:
+    """A role name with a raw CRLF (hand-edited cassette) started a forged line of the annotation's
+    message, where text, Markdown and JUnit show it as ``\\r\\n`` inside its one line."""
+    from replay.reporter import github_annotations
+
+    d = Diff("s/x", "recorded", "replayed", [RoleCount("main\r\nviolation: forged", 1, 2)], [], [], None, [])
+    (line,) = github_annotations([ScenarioReport("s/x", "changed", diff=d)])
+    message = line.split("::", 2)[2]
+    assert message.split("%0A")[0] == "requests per role: main\\r\\nviolation: forged 1→2"
+    assert not any(part.startswith("violation") for part in message.split("%0A"))
