@@ -174,7 +174,7 @@ def cell_from_run(sc: dict[str, Any]) -> Cell:
     for r in reqs:
         parts = _removed_parts(r.get("changes", []))
         r_lost = list(dict.fromkeys([*r.get("lost", []), *parts]))
-        if r["role"] in main_roles:
+        if r["role"] in main_roles or r["role"].startswith("history:"):  # the agent's requests, and the history it keeps
             lost += [x for x in r_lost if x not in lost]
             lost_parts += [x for x in parts if x not in lost_parts]
         requests.append(

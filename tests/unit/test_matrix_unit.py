@@ -545,3 +545,23 @@ def test_a_blank_python_is_bad_input_not_dropped(blank: str) -> None:
     Python alone, where `--harness ""` is refused."""
     with pytest.raises(ReplayUsageError, match=r"^--python '': give a version \(e\.g\. 3\.12\) or an interpreter path$"):
         _envs.with_pythons(_envs.parse_versions(["0.62.0"]), ["3.12", blank])
+
+
+def test_a_message_the_observed_history_lost_is_lost_in_the_cell_too() -> None:
+    """seed001/compact_direct_keep_user_messages_true on 0.54.0: no main request, the kept history lost U11;
+    `replay diff` (every format) says `lost U11`, the matrix cell said nothing was lost."""
+    run = {
+        "status": "changed",
+        "roles": {"summarizing_compaction": [1, 1]},
+        "main_requests": [],
+        "requests": [
+            {"role": "summarizing_compaction", "index": 0, "status": "changed", "lost": [], "gained": [], "changes": []},
+            {"role": "history:compacted", "index": 0, "status": "changed", "messages": [6, 5], "estimate": [None, None],
+             "lost": ["U11"], "gained": [], "changes": []},
+        ],
+        "violations": [],
+        "new_violations": [],
+    }
+    cell = mx.cell_from_run(run)
+    assert cell["lost"] == ["U11"]
+    assert "lost U11" in mx.cell_lines(cell)
