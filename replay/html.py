@@ -54,8 +54,13 @@ class Series:
 # --------------------------------------------------------------------------- input
 
 
+_LARGEST = 2**53
+"""The largest integer a float (the chart's scale, and JavaScript) holds exactly: a figure past it is no
+token estimate (a hand-edited results file's 10**400 made the scale's division overflow)."""
+
+
 def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and abs(value) <= _LARGEST else None
 
 
 def chart_role(roles: Sequence[Any]) -> Any:

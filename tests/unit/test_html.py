@@ -268,3 +268,14 @@ def test_cells_naming_one_result_cassette_read_it_once(monkeypatch: Any) -> None
     assert [r["estimate"] for r in same["main_requests"]] == [[889, 889], [887, 887], [889, 889]]
     assert [r["estimate"] for r in changed["main_requests"]] == [[None, 889], [None, 887], [None, 889]]
     assert same["main_requests"] is not doc["scenarios"]["s/4"]["0.1.0"]["main_requests"]  # each cell its own list
+
+
+def test_an_estimate_too_large_for_a_float_is_no_traceback() -> None:
+    """A hand-edited results file with an estimate of 10**400: `replay html` crashed (OverflowError in the
+    chart's scale); the table still says the cell, the chart leaves the figure out."""
+    doc = json.loads(json.dumps(MATRIX))
+    doc["scenarios"][WEIRD_ID]["0.54.0"]["main_requests"][1]["estimate"] = [887, 10**400]
+    page = render_html(doc)
+    (svg,) = _svgs(page)
+    pts = {name: g.find(f"{SVG}polyline").get("points") for name, g in _series(svg).items()}  # type: ignore[union-attr]
+    assert len(pts["0.54.0"].split()) == 2 and len(pts["recorded"].split()) == 3  # type: ignore[union-attr]
