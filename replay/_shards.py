@@ -62,6 +62,8 @@ class _Cell(_Open):
     observations: list[str] = Field(default_factory=list)
     observation_changes: list[_ObservationChange] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    seconds: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    """JUnit's ``time``: a number (``float("abc")`` was a traceback), finite (``time="inf"`` no reader takes)."""
 
 
 class _Version(_Open):

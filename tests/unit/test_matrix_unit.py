@@ -565,3 +565,18 @@ def test_a_message_the_observed_history_lost_is_lost_in_the_cell_too() -> None:
     cell = mx.cell_from_run(run)
     assert cell["lost"] == ["U11"]
     assert "lost U11" in mx.cell_lines(cell)
+
+
+@pytest.mark.parametrize("seconds", ["abc", float("inf"), -1.0])
+def test_a_results_file_with_a_bad_duration_is_one_line_not_a_broken_junit(tmp_path: Path, seconds: Any) -> None:
+    """`replay merge --format junit` of a shard whose cell has ``"seconds": "abc"`` ended in a traceback
+    (float('abc')); ``Infinity`` wrote ``time="inf"``, which no JUnit reader takes. The schema refuses both."""
+    from replay._shards import load_shard
+
+    cell = {"status": "same", "seconds": seconds}
+    doc = {"matrix": 1, "grid": {"scenarios": ["s/a"], "versions": ["v"]}, "versions": [{"spec": "v"}],
+           "scenarios": {"s/a": {"v": cell}}}
+    path = tmp_path / "shard.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ReplayUsageError, match="seconds"):
+        load_shard(path)
