@@ -516,7 +516,8 @@ def diff_cmd(
         from .scrub import redact
 
         report = redact(report)
-        typer.echo(dumps_json(report_json(report), indent=2))
+        # the scenario named, as text, Markdown and JUnit name it (a directory diff keys its scenarios by id)
+        typer.echo(dumps_json({"scenario_id": report.scenario_id, **report_json(report)}, indent=2))
         ci_extras([report], "json", "harness-replay diff")  # annotations and step summary, as every format has
     else:
         emit([report], fmt.value, title="harness-replay diff")

@@ -436,3 +436,11 @@ def test_two_different_scenarios_are_said_to_be_so(cli) -> None:
     r = cli("diff", NEW / "seed000" / "long.cassette", NEW / "seed000" / "short.cassette")
     assert "the cassettes hold two different scenarios ('seed000/long', 'seed000/short'): not one scenario on two versions" in r.out
     assert "the scenario's source changed" not in r.out
+
+
+def test_a_two_file_json_diff_names_its_scenario_as_every_other_format_does(cli) -> None:
+    """Text, Markdown and JUnit of `replay diff A.cassette B.cassette` name the scenario; its JSON did not."""
+    a, b = OLD / "seed000" / "long.cassette", NEW / "seed000" / "long.cassette"
+    doc = json.loads(cli("diff", a, b, "--format", "json").out)
+    assert doc["scenario_id"] == "seed000/long"
+    assert "`seed000/long`" in cli("diff", a, b, "--format", "markdown").out
