@@ -332,8 +332,8 @@ def markdown(reports: Sequence[ScenarioReport], title: str = "harness-replay", *
         if r.diff is not None and r.status != "same":
             what += diff_lines(r.diff, details=False)
             what += [f"{q.label} {q.status}" + (f" (lost {', '.join(q.lost)})" if q.lost else "") for q in r.diff.requests[:5]]
-        elif r.diff is not None:
-            what += violation_lines(r.diff)
+        elif r.diff is not None:  # as the text says of a same verdict: its warnings, then its violations
+            what += [f"warning: {w}" for w in r.diff.warnings] + violation_lines(r.diff)
         what += [f"violation: {v.describe()}" for v in r.violations]
         out.append(f"| {md_code(r.scenario_id)} | {icon[r.status]} | {'<br>'.join(md_code(w) for w in what)} |")
     details = [r for r in reports if r.diff is not None and r.diff.requests]

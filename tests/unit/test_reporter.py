@@ -97,3 +97,20 @@ def test_an_annotation_keeps_a_cassette_line_break_inside_its_line() -> None:
     message = line.split("::", 2)[2]
     assert message.split("%0A")[0] == "requests per role: main\\r\\nviolation: forged 1→2"
     assert not any(part.startswith("violation") for part in message.split("%0A"))
+
+
+def test_a_same_verdicts_warning_is_in_markdown_as_in_text() -> None:
+    """An edited scenario's warning on a `same` verdict: text printed it, the step summary's row did not."""
+    import io
+
+    from rich.console import Console
+
+    from replay.reporter import print_text
+
+    d = Diff("s/w", "recorded", "replayed", [RoleCount("main", 1, 1)], [], [], None, [])
+    d.warnings.append("the scenario was edited since the recording")
+    reports = [ScenarioReport("s/w", "same", diff=d)]
+    out = io.StringIO()
+    print_text(reports, Console(file=out, width=200))
+    assert "the scenario was edited since the recording" in out.getvalue()
+    assert "warning: the scenario was edited since the recording" in markdown(reports)
