@@ -368,12 +368,21 @@ def render_html(matrix: dict[str, Any], *, title: str = "harness-replay matrix")
         table.append(f"<th>{escape(_label(v))}" + (f"<small>{escape(extra)}</small>" if extra else "") + "</th>")
     table.append("</tr></thead><tbody>")
     cards = ['<h2>Token estimate per main request</h2><div class="cards">']
+    anchors: dict[str, str] = {}  # one per scenario: `a/b` and `a-b` read alike, and each links to its own card
+    taken: set[str] = set()
+    for sid in scenarios:
+        anchor, n = _anchor(sid), 1
+        while anchor in taken:
+            n += 1
+            anchor = f"{_anchor(sid)}-{n}"
+        anchors[sid] = anchor
+        taken.add(anchor)
     for sid, row in scenarios.items():
-        table.append(f'<tr><th><a href="#{_anchor(sid)}">{escape(sid)}</a></th>')
+        table.append(f'<tr><th><a href="#{anchors[sid]}">{escape(sid)}</a></th>')
         table.extend(_cell_html(row.get(v["spec"])) for v in versions)
         table.append("</tr>")
         series, notes = _chart_series(row, versions)
-        cards.append(f'<section class="card" id="{_anchor(sid)}"><h3>{escape(sid)}</h3>')
+        cards.append(f'<section class="card" id="{anchors[sid]}"><h3>{escape(sid)}</h3>')
         if series:
             cards.append(render_chart(f"Token estimate per main request: {sid}", series))
             cards.append('<ul class="legend">')

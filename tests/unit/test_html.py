@@ -279,3 +279,13 @@ def test_an_estimate_too_large_for_a_float_is_no_traceback() -> None:
     (svg,) = _svgs(page)
     pts = {name: g.find(f"{SVG}polyline").get("points") for name, g in _series(svg).items()}  # type: ignore[union-attr]
     assert len(pts["0.54.0"].split()) == 2 and len(pts["recorded"].split()) == 3  # type: ignore[union-attr]
+
+
+def test_two_ids_that_read_alike_link_to_their_own_cards() -> None:
+    """`a/b` and `a-b` both had the anchor `s-a-b`: the second row's link opened the first scenario's chart."""
+    doc = {"scenarios": {"a/b": {"v": {"status": "same"}}, "a-b": {"v": {"status": "same"}}, "a-b-2": {"v": {"status": "same"}}}}
+    page = render_html(doc)
+    links = re.findall(r'<a href="#([^"]+)">([^<]+)</a>', page)
+    cards = dict((sid, anchor) for anchor, sid in re.findall(r'<section class="card" id="([^"]+)"><h3>([^<]+)</h3>', page))
+    assert len({anchor for anchor, _ in links}) == 3
+    assert all(cards[sid] == anchor for anchor, sid in links)
