@@ -314,6 +314,11 @@ def print_text(
 # --------------------------------------------------------------------------- Markdown
 
 
+def request_summaries(d: Diff, limit: int = 5) -> list[str]:
+    """``main[0] changed (lost U11)`` for the first requests: the Markdown row and the annotation alike."""
+    return [f"{q.label} {q.status}" + (f" (lost {', '.join(q.lost)})" if q.lost else "") for q in d.requests[:limit]]
+
+
 def markdown(reports: Sequence[ScenarioReport], title: str = "harness-replay", *, checks_only: bool = False) -> str:
     """``checks_only`` (``replay check``): in that command's own words, ok / violated, as its text says."""
     c = summary_counts(reports)
@@ -331,7 +336,7 @@ def markdown(reports: Sequence[ScenarioReport], title: str = "harness-replay", *
             what.append(r.error)
         if r.diff is not None and r.status != "same":
             what += diff_lines(r.diff, details=False)
-            what += [f"{q.label} {q.status}" + (f" (lost {', '.join(q.lost)})" if q.lost else "") for q in r.diff.requests[:5]]
+            what += request_summaries(r.diff)
         elif r.diff is not None:  # as the text says of a same verdict: its warnings, then its violations
             what += [f"warning: {w}" for w in r.diff.warnings] + violation_lines(r.diff)
         what += [f"violation: {v.describe()}" for v in r.violations]
@@ -425,7 +430,7 @@ def github_annotations(reports: Sequence[ScenarioReport], *, checks_only: bool =
             message = "\n".join(visible(line) for line in (r.error or "error").splitlines())  # cassette text is untrusted
         else:
             # each line made visible on its own, as text and JUnit do: a CRLF inside a value stays in its line
-            lines = diff_lines(r.diff, details=False) if r.diff is not None else []
+            lines = diff_lines(r.diff, details=False) + request_summaries(r.diff) if r.diff is not None else []
             lines += [f"violation: {v.describe()}" for v in r.violations]
             message = "\n".join(visible(line) for line in lines[:20]) or "changed"
         out.append(f"::error {','.join(props)}::{_escape_data(message)}")

@@ -114,3 +114,18 @@ def test_a_same_verdicts_warning_is_in_markdown_as_in_text() -> None:
     print_text(reports, Console(file=out, width=200))
     assert "the scenario was edited since the recording" in out.getvalue()
     assert "warning: the scenario was edited since the recording" in markdown(reports)
+
+
+def test_an_annotation_names_the_lost_messages_as_the_markdown_row_does() -> None:
+    """A request that lost U11: the step summary's row said `(lost U11)`, the annotation on the PR nothing."""
+    from replay.reporter import github_annotations
+
+    d = Diff("s/l", "recorded", "replayed", [RoleCount("main", 1, 1)], [], [], None, [])
+    from replay.differ import Entry
+
+    rd = RequestDiff("main", 0, "changed", entries=[Entry("removed", "messages[5]", "U11")])
+    d.requests.append(rd)
+    reports = [ScenarioReport("s/l", "changed", diff=d)]
+    assert "main[0] changed (lost U11)" in markdown(reports)
+    (line,) = github_annotations(reports)
+    assert "main[0] changed (lost U11)" in line.split("::", 2)[2].split("%0A")
