@@ -585,10 +585,18 @@ def check(
         from .scrub import redact
 
         reports = redact(reports)
+        from .reporter import summary_counts
+
         violations = [dict(v.as_json(), scenario_id=r.scenario_id, cassette=r.cassette) for r in reports for v in r.violations]
+        # a cassette that could not be checked is said here too, as text, Markdown and JUnit say it (and exit 2)
+        errors = [{"scenario_id": r.scenario_id, "cassette": r.cassette or r.file, "error": r.error}
+                  for r in reports if r.status == "error"]
+        counts = summary_counts(reports)
+        summary = {"ok": counts["same"], "violated": counts["changed"], "error": counts["error"]}
         typer.echo(
             dumps_json(
-                {"violations": violations, "checked": [r.scenario_id for r in reports], "changed": bool(violations)},
+                {"violations": violations, "errors": errors, "summary": summary,
+                 "checked": [r.scenario_id for r in reports], "changed": bool(violations or errors)},
                 indent=2,
             )
         )

@@ -177,3 +177,20 @@ def test_ignoring_a_check_that_does_not_exist_is_bad_input(cli) -> None:
     (line,) = r.err.strip().splitlines()
     assert line.startswith("replay: error: --ignore 'content_lsot': no such check (known: ") and "content_lost" in line
     assert cli("check", "--ignore", "content_*", "seed001/keep_user_messages_true").code == 0  # a glob matching one
+
+
+def test_a_cassette_that_cannot_be_checked_is_in_the_json_as_in_every_other_format(cli, tmp_path: Path) -> None:
+    """An unreadable cassette beside a good one: text and Markdown said `1 error`, exit 2, but the JSON had
+    no trace of it and said "changed": false."""
+    import shutil
+
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "bad.cassette").write_text("garbage")
+    shutil.copy(CAS / "seed000" / "long.cassette", tmp_path / "s" / "long.cassette")
+    r = cli("check", tmp_path, "--format", "json")
+    doc = json.loads(r.out)
+    assert r.code == 2 and doc["changed"] is True
+    (error,) = doc["errors"]
+    assert error["cassette"] == str(tmp_path / "s" / "bad.cassette") and "not a harness-replay cassette" in error["error"]
+    assert doc["summary"] == {"ok": 0, "violated": 1, "error": 1}
+    assert "1 error" in cli("check", tmp_path, "--format", "markdown").out.splitlines()[0]
