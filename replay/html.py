@@ -13,6 +13,7 @@ exactly when something went wrong and a cell is half-filled.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape as _html_escape
@@ -350,8 +351,9 @@ def render_html(matrix: dict[str, Any], *, title: str = "harness-replay matrix")
     matrix = redact(_as_matrix(matrix))  # results files are untrusted input and may predate scrubbing
     versions = _versions(matrix)
     scenarios = _scenarios(matrix)
-    summary = _dict(matrix.get("summary"))
-    counts = ", ".join(f"{summary[k]} {k}" for k in ("same", "changed", "error") if isinstance(summary.get(k), int))
+    # counted from the cells, as `replay merge` recounts them: a file's own `summary` may disagree with them
+    statuses = Counter(c.get("status") for row in scenarios.values() for c in row.values() if isinstance(c, dict))
+    counts = ", ".join(f"{statuses[k]} {k}" for k in ("same", "changed", "error")) if any(statuses[k] for k in _STATUS_CLASS) else ""
     head = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',

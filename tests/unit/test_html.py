@@ -289,3 +289,12 @@ def test_two_ids_that_read_alike_link_to_their_own_cards() -> None:
     cards = dict((sid, anchor) for anchor, sid in re.findall(r'<section class="card" id="([^"]+)"><h3>([^<]+)</h3>', page))
     assert len({anchor for anchor, _ in links}) == 3
     assert all(cards[sid] == anchor for anchor, sid in links)
+
+
+def test_the_page_counts_its_cells_as_merge_does_not_the_files_summary() -> None:
+    """A results file whose `summary` disagrees with its cells (hand-edited, or edited by a shard job):
+    `replay merge` recounts (84 same, 25 changed, 1 error), the page said the file's `110 same, 0 changed`."""
+    doc = json.loads(json.dumps(MATRIX))
+    doc["summary"] = {"same": 3, "changed": 0, "error": 0}
+    page = render_html(doc)
+    assert "1 same, 1 changed, 1 error" in page and "3 same" not in page
