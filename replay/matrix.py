@@ -549,8 +549,9 @@ def cell_lines(cell: Cell, message_limit: int | None = 160) -> list[str]:
         extra = len(cell.get("observations", [])) - min(2, len(cell.get("observation_changes", [])))
         if extra > 0:
             lines.append(f"{extra} {'more ' if cell.get('observation_changes') else ''}observations changed")
-        if cell.get("notes"):
-            lines.append(f"divergence: {cell['notes'][0]}")
+        notes = cell.get("notes") or []
+        if notes:  # the others counted, as the wire line counts its own
+            lines.append(f"divergence: {notes[0]}" + (f" +{len(notes) - 1}" if len(notes) > 1 else ""))
         wire = cell.get("wire") or []
         if wire:
             lines.append(wire[0] + (f" +{len(wire) - 1}" if len(wire) > 1 else ""))

@@ -580,3 +580,10 @@ def test_a_results_file_with_a_bad_duration_is_one_line_not_a_broken_junit(tmp_p
     path.write_text(json.dumps(doc))
     with pytest.raises(ReplayUsageError, match="seconds"):
         load_shard(path)
+
+
+def test_a_cell_counts_the_divergences_it_does_not_quote() -> None:
+    """Three divergences: `replay run` lists three, the cell quoted the first and said nothing of the other two
+    (a cell's wire line says `+N` for those it leaves out)."""
+    cell = {"status": "changed", "notes": ["main[1]: no recorded answer", "main[2]: extra call", "main[3]: extra call"]}
+    assert "divergence: main[1]: no recorded answer +2" in mx.cell_lines(cell)
