@@ -316,7 +316,10 @@ def print_text(
 
 def request_summaries(d: Diff, limit: int = 5) -> list[str]:
     """``main[0] changed (lost U11)`` for the first requests: the Markdown row and the annotation alike."""
-    return [f"{q.label} {q.status}" + (f" (lost {', '.join(q.lost)})" if q.lost else "") for q in d.requests[:limit]]
+    out = [f"{q.label} {q.status}" + (f" (lost {', '.join(q.lost)})" if q.lost else "") for q in d.requests[:limit]]
+    if len(d.requests) > limit:  # the others counted: the text lists every one
+        out.append(f"… {len(d.requests) - limit} more requests that differ")
+    return out
 
 
 def markdown(reports: Sequence[ScenarioReport], title: str = "harness-replay", *, checks_only: bool = False) -> str:

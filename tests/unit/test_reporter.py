@@ -129,3 +129,11 @@ def test_an_annotation_names_the_lost_messages_as_the_markdown_row_does() -> Non
     assert "main[0] changed (lost U11)" in markdown(reports)
     (line,) = github_annotations(reports)
     assert "main[0] changed (lost U11)" in line.split("::", 2)[2].split("%0A")
+
+
+def test_the_markdown_row_counts_the_changed_requests_it_does_not_list() -> None:
+    """Eight changed requests: the row listed five and said nothing of three (the text lists all eight)."""
+    d = Diff("s/m", "recorded", "replayed", [RoleCount("main", 8, 8)], [], [], None, [])
+    d.requests += [RequestDiff("main", i, "changed") for i in range(8)]
+    md = markdown([ScenarioReport("s/m", "changed", diff=d)])
+    assert "`main[4] changed`<br>`… 3 more requests that differ`" in md
