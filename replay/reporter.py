@@ -119,10 +119,24 @@ def report_json(r: ScenarioReport) -> dict[str, Any]:
 
 
 def reports_json(reports: Sequence[ScenarioReport]) -> dict[str, Any]:
+    """Scenarios keyed by id; an id held by several cassettes (a copy in one folder) is keyed
+    ``<id> (<cassette>)`` per cassette, as the text tells them apart, each with its ``scenario_id``:
+    keyed by id alone, the last verdict replaced the others while the summary still counted them."""
+    seen = Counter(r.scenario_id for r in reports)
+    scenarios: dict[str, Any] = {}
+    for r in reports:
+        if seen[r.scenario_id] == 1:
+            scenarios[r.scenario_id] = report_json(r)
+            continue
+        key, n = f"{r.scenario_id} ({r.cassette})" if r.cassette else r.scenario_id, 1
+        while key in scenarios:
+            n += 1
+            key = f"{r.scenario_id} ({r.cassette or ''} #{n})"
+        scenarios[key] = {"scenario_id": r.scenario_id, **report_json(r)}
     return {
         "changed": any(r.status != "same" for r in reports),
         "summary": summary_counts(reports),
-        "scenarios": {r.scenario_id: report_json(r) for r in reports},
+        "scenarios": scenarios,
     }
 
 

@@ -137,3 +137,15 @@ def test_the_markdown_row_counts_the_changed_requests_it_does_not_list() -> None
     d.requests += [RequestDiff("main", i, "changed") for i in range(8)]
     md = markdown([ScenarioReport("s/m", "changed", diff=d)])
     assert "`main[4] changed`<br>`… 3 more requests that differ`" in md
+
+
+def test_one_id_in_two_cassettes_keeps_both_verdicts_in_the_json() -> None:
+    """`replay diff A B` where two cassettes of a folder hold one scenario id (a copy): text listed CHANGED and
+    SAME, with `1 changed` in the summary; the JSON, keyed by id, kept the last (same) alone."""
+    d = Diff("s/a", "recorded", "replayed", [RoleCount("main", 1, 2)], [], [], None, [])
+    reports = [ScenarioReport("s/a", "changed", diff=d, cassette="a/one.cassette"),
+               ScenarioReport("s/a", "same", cassette="a/two.cassette")]
+    doc = reports_json(reports)
+    assert doc["summary"] == {"same": 1, "changed": 1, "error": 0}
+    assert sorted(s["status"] for s in doc["scenarios"].values()) == ["changed", "same"]
+    assert {s["scenario_id"] for s in doc["scenarios"].values()} == {"s/a"}
