@@ -347,6 +347,7 @@ def markdown(reports: Sequence[ScenarioReport], title: str = "harness-replay", *
         out = [f"### {title}: {c['same']} same, {c['changed']} changed, {c['error']} error", ""]
         out += ["| scenario | status | what changed |", "|---|---|---|"]
         icon = {"same": "✅ same", "changed": "⚠️ changed", "error": "❌ error"}
+    seen = Counter(r.scenario_id for r in reports)
     for r in reports:
         what: list[str] = []
         if r.error:
@@ -357,7 +358,8 @@ def markdown(reports: Sequence[ScenarioReport], title: str = "harness-replay", *
         elif r.diff is not None:  # as the text says of a same verdict: its warnings, then its violations
             what += [f"warning: {w}" for w in r.diff.warnings] + violation_lines(r.diff)
         what += [f"violation: {v.describe()}" for v in r.violations]
-        out.append(f"| {md_code(r.scenario_id)} | {icon[r.status]} | {'<br>'.join(md_code(w) for w in what)} |")
+        where = f"  {r.cassette}" if seen[r.scenario_id] > 1 and r.cassette else ""  # one id in two folders, as the text says
+        out.append(f"| {md_code(r.scenario_id + where)} | {icon[r.status]} | {'<br>'.join(md_code(w) for w in what)} |")
     details = [r for r in reports if r.diff is not None and r.diff.requests]
     for r in details:
         assert r.diff is not None

@@ -149,3 +149,12 @@ def test_one_id_in_two_cassettes_keeps_both_verdicts_in_the_json() -> None:
     assert doc["summary"] == {"same": 1, "changed": 1, "error": 0}
     assert sorted(s["status"] for s in doc["scenarios"].values()) == ["changed", "same"]
     assert {s["scenario_id"] for s in doc["scenarios"].values()} == {"s/a"}
+
+
+def test_one_id_in_two_cassettes_is_told_apart_in_markdown_as_in_text() -> None:
+    """Two rows `s/a`, one changed and one same, and no way to tell which cassette was which (the text names them)."""
+    reports = [ScenarioReport("s/a", "error", error="boom", cassette="a/one.cassette"),
+               ScenarioReport("s/a", "same", cassette="a/two.cassette")]
+    md = markdown(reports)
+    assert "| `s/a  a/one.cassette` | ❌ error |" in md and "| `s/a  a/two.cassette` | ✅ same |" in md
+    assert "| `s/b` |" in markdown([ScenarioReport("s/b", "same", cassette="a/b.cassette")])  # one of each: as before
