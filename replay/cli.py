@@ -854,11 +854,7 @@ def _output_file(path: Path | None, option: str) -> None:
         return
     if path.is_dir():
         raise ReplayUsageError(f"{path}: is a directory; {option} takes the file to write")
-    for parent in path.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise ReplayUsageError(f"{path}: cannot write: {parent} is not a directory")
-            break
+    _below_a_folder(path, "cannot write")
 
 
 def _configured(config: Config) -> set[str]:
@@ -904,10 +900,15 @@ def _output_dir(path: Path, option: str) -> None:
     FileExistsError traceback from the environment cache's lock (``--env-dir pyproject.toml``)."""
     if path.exists() and not path.is_dir():
         raise ReplayUsageError(f"{path}: not a directory; {option} takes a folder")
+    _below_a_folder(path, "cannot be created")
+
+
+def _below_a_folder(path: Path, what: str) -> None:
+    """The nearest existing parent of ``path`` is a folder (not a file, such as ``/dev/null``)."""
     for parent in path.parents:
         if parent.exists():
             if not parent.is_dir():
-                raise ReplayUsageError(f"{path}: cannot be created: {parent} is not a directory")
+                raise ReplayUsageError(f"{path}: {what}: {parent} is not a directory")
             break
 
 

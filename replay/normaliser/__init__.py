@@ -155,26 +155,22 @@ class Aliases:
             alias = self.ids[value] = f"<id#{len(self.ids) + 1}>"
         return alias
 
-    def _secret(self, m: re.Match[str]) -> str:
+    def _ordinal(self, table: dict[str, str], value: str, kind: str) -> str:
+        """``value``'s alias in ``table``: ``<kind#n>`` in order of first appearance."""
         self.used += 1
-        alias = self.secrets.get(m.group(0))
+        alias = table.get(value)
         if alias is None:
-            alias = self.secrets[m.group(0)] = f"<secret#{len(self.secrets) + 1}>"
+            alias = table[value] = f"<{kind}#{len(table) + 1}>"
         return alias
+
+    def _secret(self, m: re.Match[str]) -> str:
+        return self._ordinal(self.secrets, m.group(0), "secret")
 
     def _temp(self, m: re.Match[str]) -> str:
-        self.used += 1
-        alias = self.temps.get(m.group(0))
-        if alias is None:
-            alias = self.temps[m.group(0)] = f"<tmp#{len(self.temps) + 1}>"
-        return alias
+        return self._ordinal(self.temps, m.group(0), "tmp")
 
     def _pid(self, m: re.Match[str]) -> str:
-        self.used += 1
-        alias = self.pids.get(m.group(0))
-        if alias is None:
-            alias = self.pids[m.group(0)] = f"<pid#{len(self.pids) + 1}>"
-        return alias
+        return self._ordinal(self.pids, m.group(0), "pid")
 
     def text(self, value: str) -> str:
         if has_process_id(value):
