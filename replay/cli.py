@@ -839,7 +839,16 @@ def merge(
                            "its cells show as missing"), err=True)
     if empty and len(empty) == len(results):
         raise ReplayUsageError(f"{', '.join(map(str, results))}: every results file is empty")
-    merged = mx.merge_results(mx.load_results([p for p in results if p not in empty]))
+    docs = mx.load_results([p for p in results if p not in empty])
+    merged = mx.merge_results(docs)  # every file checked first: a malformed one is one error line, no warning
+    seen: dict[str, str] = {}
+    for name, doc in docs:  # a shard given twice (a re-run's file beside the first): only the first's cells count
+        shard = doc.get("shard") if isinstance(doc, dict) else None
+        if isinstance(shard, str) and shard in seen:
+            typer.echo(visible(f"replay: warning: {name}: shard {shard} again (first in {seen[shard]}); "
+                               "its cells are not used"), err=True)
+        elif isinstance(shard, str):
+            seen[shard] = name
     mx.emit(merged, fmt.value)
     raise typer.Exit(mx.exit_code(merged))
 

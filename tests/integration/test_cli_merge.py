@@ -112,6 +112,20 @@ def test_an_empty_shard_file_is_a_missing_shard_to_merge(tmp_path: Path, cli: Ca
 
 
 
+def test_a_shard_given_twice_is_said(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    """Shard 1/2's file and its re-run's beside it: the first's cells were used and the second's dropped unsaid."""
+    first, again = tmp_path / "shard-1.json", tmp_path / "shard-1-rerun.json"
+    first.write_text(json.dumps(_valid()))
+    rerun = _valid()
+    rerun["scenarios"]["b"]["0.54.0"] = {"status": "changed", "violations": [], "new_violations": []}
+    again.write_text(json.dumps(rerun))
+    result = cli("merge", str(first), str(again), "--format", "json", cwd=tmp_path)
+    assert result.code == 1 and json.loads(result.out)["summary"]["changed"] == 1  # the first file's cells
+    assert result.err == f"replay: warning: {again}: shard 1/2 again (first in {first}); its cells are not used\n"
+    once = cli("merge", str(first), "--format", "json", cwd=tmp_path)
+    assert once.err == ""
+
+
 def test_html_reads_the_results_with_the_projects_limits(cli, project: Path, matrix_envs, monkeypatch) -> None:
     """Regression: each env's `replay run` wrote a result with the project's `max-depth = 300`, and
     `matrix --html` and `replay html` read it back with the default 200, silently: the page had no token
