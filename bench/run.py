@@ -313,7 +313,7 @@ def bench_load(quick: bool) -> None:
          note="ratio = cassette load time / json.loads of the same layout (the cassette also checks limits and validates)")
     import msgpack
 
-    from replay import _schema
+    from replay.cassette import _schema
 
     body = data[len(cas.MAGIC):]
     raw = msgpack.unpackb(body, raw=False)
@@ -321,7 +321,7 @@ def bench_load(quick: bool) -> None:
     records = {**structured, "messages": []}  # loads hands pydantic the records, not the message table the schema checked
     steps = {
         "msgpack unpack": lambda: msgpack.unpackb(body, raw=False),
-        "structural schema + limits (replay._schema)": lambda: _schema.validate(raw, cas.DEFAULT_LIMITS),
+        "structural schema + limits (replay.cassette._schema)": lambda: _schema.validate(raw, cas.DEFAULT_LIMITS),
         "pydantic validation of the records": lambda: cas.Cassette.model_validate(records),
     }
     detail("of which (each step timed alone, best of 5): "

@@ -123,7 +123,7 @@ def _rng(depth: int = 2) -> random.Random | None:
     streams = _STREAMS.get()
     if streams is None:
         return None
-    from ._interception import _ACTIVE
+    from .recorder._interception import _ACTIVE
 
     if _ACTIVE.get() is not None:
         return None

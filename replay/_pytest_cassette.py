@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from ._determinism import deterministic_ids
-from ._interception import Call, session_scope
 from ._pytest import Action, Mode, Status, same_test, scenario_id, shown
 from ._pytest_report import Paint, _plain, failure_lines
 from ._untrusted import id_problem, visible
@@ -24,6 +23,7 @@ from .guard import NetworkGuard, network_guard
 from .invariants import new_violations
 from .normaliser import Rules
 from .recorder import Session, base_header, finalize
+from .recorder._interception import Call, session_scope
 from .replayer import (
     WARNING_KINDS,
     CassetteSource,

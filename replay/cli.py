@@ -819,7 +819,7 @@ def matrix(
     mx.emit(result, fmt.value)
     if html is not None:
         from .cassette import write_atomic
-        from .html import fill_from_results, render_html
+        from .reporter.html import fill_from_results, render_html
 
         write_atomic(html, render_html(fill_from_results(result, limits(config))).encode("utf-8"))  # never a torn page
     raise typer.Exit(mx.exit_code(result))
@@ -991,7 +991,7 @@ def html(
 ) -> None:
     """Render saved matrix results as an HTML page: the table and a token-estimate chart per scenario."""
     from . import matrix as mx
-    from .html import fill_from_results, render_html
+    from .reporter.html import fill_from_results, render_html
 
     _output_file(out, "--out")
     if out.exists() and any(out.resolve() == r.resolve() for r in results if r.exists()):

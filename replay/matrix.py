@@ -70,8 +70,8 @@ from . import _envs
 from .cassette import clean_stale_temps
 from .differ import message_label
 from .errors import ReplayUsageError
-from .html import chart_role
 from .reporter import dollars, write_step_summary
+from .reporter.html import chart_role
 
 FORMAT_VERSION = 1
 Cell = dict[str, Any]

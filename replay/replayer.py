@@ -21,10 +21,10 @@ from datetime import datetime
 from typing import Any, Literal
 
 from ._conversations import interleaved_roles, turns
-from ._interception import Call
 from ._placeholders import placeholder_keys
 from .cassette import Cassette, ErrorInfo, Exchange
 from .recorder import Session, adapters, base_header, execute_async, finalize, load_messages
+from .recorder._interception import Call
 from .scenario import Scenario
 
 OnExhausted = Literal["fail", "repeat", "fake"]

@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
-from .._interception import Call
 from ..cassette import Exchange
+from ..recorder._interception import Call
 from ..replayer import CassetteSource, Divergence, Level, _served_stream
 from .capture import WireSlot, current_slot
 from .store import answers

@@ -216,7 +216,7 @@ def test_escape_helper_is_what_show_uses() -> None:
 
 
 def test_html_report_escapes_cassette_strings() -> None:
-    from replay.html import render_html
+    from replay.reporter.html import render_html
 
     sid = "evil/<script>alert(1)</script>"
     doc = {

@@ -1,4 +1,4 @@
-"""``replay.html``: the SVG is checked structurally, and in headless Chromium when it is installed."""
+"""``replay.reporter.html``: the SVG is checked structurally, and in headless Chromium when it is installed."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from conftest import ROOT
 
-from replay.html import render_html
+from replay.reporter.html import render_html
 
 SVG = "{http://www.w3.org/2000/svg}"
 WEIRD_ID = 'seed<000>/"long" & co'
@@ -232,7 +232,7 @@ def test_a_cell_says_why_it_changed_as_the_text_table_does() -> None:
     from html import escape
 
     from replay import matrix as mx
-    from replay.html import _cell_html
+    from replay.reporter.html import _cell_html
 
     cell = {"status": "changed", "changed_requests": [], "estimate_deltas": "",
             "outcome": [{"status": "error", "error": {"type": "x.UnexpectedModelBehavior", "message": "m"}},
@@ -248,7 +248,7 @@ def test_a_cell_says_why_it_changed_as_the_text_table_does() -> None:
 def test_cells_naming_one_result_cassette_read_it_once(monkeypatch: Any) -> None:
     """A shard file is untrusted: every cell of it could name the same heavy cassette, read again for each."""
     from replay import cassette as cas
-    from replay.html import fill_from_results
+    from replay.reporter.html import fill_from_results
 
     path = str(ROOT / "cassettes" / "seed000" / "long.cassette")
     reads: list[Path] = []

@@ -240,7 +240,7 @@ def _two_roles(a_done: int, b_done: int) -> Any:
 
 
 def _call(role: str) -> Any:
-    from replay._interception import Call
+    from replay.recorder._interception import Call
 
     return Call("request", None, role, (), {}, lambda *a, **k: None)
 

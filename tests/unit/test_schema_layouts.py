@@ -1,6 +1,6 @@
 """The loader's fast paths by record layout give exactly what the field-by-field checks and the walk give.
 
-``replay._schema`` checks exchanges (:class:`_Layouts`) and messages (:class:`_Messages`) once per
+``replay.cassette._schema`` checks exchanges (:class:`_Layouts`) and messages (:class:`_Messages`) once per
 layout of keys and value types instead of a Python call per field, and weighs them without copying
 or walking their scalar values. A fast path may only say "accepted, weight W" when the old path
 (``_fields`` / ``check_message`` and ``json_weight``) accepts with weight W; anything else goes the
@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from replay import _schema as S
 from replay.cassette import Limits, loads
+from replay.cassette import _schema as S
 from replay.errors import CassetteError
 
 PROPERTY = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -22,9 +22,9 @@ from typing import Any, Literal
 import msgpack
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .._untrusted import check_id, confined
+from ..errors import CassetteError
 from . import _schema
-from ._untrusted import check_id, confined
-from .errors import CassetteError
 
 MAGIC = b"\xc1replay\n"  # 0xc1 is never valid msgpack, so no stray file matches by accident
 FORMAT_VERSION = 1
@@ -40,7 +40,7 @@ def is_harness_module(module: str) -> bool:
 
 class _Model(BaseModel):
     # Unknown fields are kept (a newer tool version may add optional ones); the loader has
-    # already checked that they are JSON-shaped (replay._schema).
+    # already checked that they are JSON-shaped (replay.cassette._schema).
     # Start-up cost (every `replay show` builds these classes): empty lists and dicts are plain
     # defaults, which pydantic copies for each instance, because `Field(default_factory=list)`
     # makes it read the builtin's signature through `tokenize` (a quarter of this module's

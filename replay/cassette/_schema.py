@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgpack
 
-from ._untrusted import id_problem, visible
+from .._untrusted import id_problem, visible
 
 if TYPE_CHECKING:
-    from .cassette import Limits
+    from . import Limits
 
 MAX_NAME = 4096
 """Longest role, tool, model, observation or error type name: these are printed whole on one line."""

@@ -20,10 +20,10 @@ from html import escape as _html_escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._untrusted import visible
+from .._untrusted import visible
 
 if TYPE_CHECKING:
-    from .cassette import Limits
+    from ..cassette import Limits
 
 __all__ = ["fill_from_results", "render_html"]
 
@@ -132,8 +132,8 @@ def fill_from_results(matrix: dict[str, Any], limits: Limits | None = None) -> d
     baseline's too. Cells whose result file is gone are left as they are. ``limits`` are the
     project's ``[tool.replay] max-*``, with which ``replay run`` wrote those files (the defaults when None).
     """
-    from .cassette import DEFAULT_LIMITS, load
-    from .errors import ReplayError
+    from ..cassette import DEFAULT_LIMITS, load
+    from ..errors import ReplayError
 
     # Each file read once: shard files are untrusted, and every cell of one could name the same heavy cassette.
     estimates: dict[Path, list[tuple[str, int, int | None]] | None] = {}
@@ -323,7 +323,7 @@ def _cell_html(cell: Any) -> str:
         return '<td class="missing"><span class="st">missing</span></td>'
     status = str(cell.get("status") or "missing")
     cls = _STATUS_CLASS.get(status, "missing" if status == "missing" else "error")
-    from .matrix import cell_lines
+    from ..matrix import cell_lines
 
     try:  # what the text and Markdown tables say of the cell: outcome, observations, violations too
         lines = cell_lines(cell)[1:]
@@ -346,7 +346,7 @@ def _anchor(sid: str) -> str:
 
 def render_html(matrix: dict[str, Any], *, title: str = "harness-replay matrix") -> str:
     """The whole page: header, scenario × version table, then a chart card per scenario."""
-    from .scrub import redact
+    from ..scrub import redact
 
     matrix = redact(_as_matrix(matrix))  # results files are untrusted input and may predate scrubbing
     versions = _versions(matrix)

@@ -20,7 +20,7 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from .cassette import Kind, is_harness_module
+from ..cassette import Kind, is_harness_module
 
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
@@ -370,7 +370,7 @@ def session_scope(session: _S, process_wide: bool = False) -> Iterator[_S]:
     ``process_wide``: also for contexts that do not descend from this one (a pytest test;
     scenarios, which may run concurrently in one process, keep to their own context).
     """
-    from .wire.capture import patched
+    from ..wire.capture import patched
 
     global _PROCESS_SESSION
     _PATCHER.acquire()

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from xml.sax.saxutils import escape, quoteattr
 
-from ._untrusted import _pair, _short, dumps_json, md_code, md_fence, visible, xml_text
-from .differ import Change, Diff, Entry, MainRequest, RequestDiff
+from .._untrusted import _pair, _short, dumps_json, md_code, md_fence, visible, xml_text
+from ..differ import Change, Diff, Entry, MainRequest, RequestDiff
 
 if TYPE_CHECKING:  # rich is imported where text is printed: a JSON run (every matrix cell's) never needs it (~40 ms)
     from rich.console import Console
@@ -475,7 +475,7 @@ def write_step_summary(text: str) -> None:
     except OSError as exc:  # the verdict is on stdout and in the exit code; a summary it cannot add was a traceback
         import sys
 
-        from ._untrusted import visible
+        from .._untrusted import visible
 
         reason = exc.strerror or type(exc).__name__
         print(visible(f"replay: warning: GITHUB_STEP_SUMMARY={path}: cannot append the step summary: {reason}"),
@@ -491,7 +491,7 @@ def emit(
     checks_only: bool = False,
 ) -> None:
     """Print ``reports`` in ``fmt``; Markdown also goes to ``$GITHUB_STEP_SUMMARY`` when set."""
-    from .scrub import redact
+    from ..scrub import redact
 
     reports = redact(list(reports))  # every output passes the cassettes' scrubber, whatever its source
     if fmt == "json":

@@ -1,6 +1,6 @@
 """Capture every model call of a run, role-tagged, into a cassette: the ``Session``.
 
-``replay._interception`` catches the calls (every ``Model`` subclass, every agent run) and
+``replay.recorder._interception`` catches the calls (every ``Model`` subclass, every agent run) and
 hands them to the session of the current context; the session records what was sent, asks
 its source for the answer (the real model when recording, a cassette when replaying) and
 records that too. ``recording()`` and ``record()`` are the public ways in.
@@ -31,10 +31,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import TypeAdapter
 from pydantic_core import to_json
 
-from . import __version__
-from ._determinism import deterministic_ids
-from ._interception import _ACTIVE, _RUN, Call, _active_key, _origin_module, is_inner, role_for, session_scope
-from .cassette import (
+from .. import __version__
+from .._determinism import deterministic_ids
+from ..cassette import (
     AgentRunRecord,
     Cassette,
     CassetteBuilder,
@@ -45,11 +44,12 @@ from .cassette import (
     ObservationRecord,
     Outcome,
 )
-from .errors import ReplayError
-from .normaliser._schema import installed_schema
-from .scenario import Mode, Run, Scenario, json_value, stable_name
-from .wire.capture import WireSlot, call_scope
-from .wire.store import to_records
+from ..errors import ReplayError
+from ..normaliser._schema import installed_schema
+from ..scenario import Mode, Run, Scenario, json_value, stable_name
+from ..wire.capture import WireSlot, call_scope
+from ..wire.store import to_records
+from ._interception import _ACTIVE, _RUN, Call, _active_key, _origin_module, is_inner, role_for, session_scope
 
 if TYPE_CHECKING:
     from pydantic_ai.models import StreamedResponse
@@ -793,7 +793,7 @@ def recording(path: str | Path | None = None, *, scenario_id: str | None = None)
         with replay.recording("cassettes/adhoc.cassette") as rec:
             await agent.run("hi")
     """
-    from .cassette import save_readable
+    from ..cassette import save_readable
 
     session = Session(base_header(scenario_id=scenario_id))
     error: BaseException | None = None
@@ -810,7 +810,7 @@ def recording(path: str | Path | None = None, *, scenario_id: str | None = None)
                 if error is None:
                     raise UnrecordableValue(session.fault)
             elif path is not None:
-                from .config import limits, load_config
+                from ..config import limits, load_config
 
                 save_readable(finalize(session.cassette), path, limits(load_config()))
 
@@ -819,8 +819,8 @@ def finalize(cassette: Cassette, known: Cassette | None = None) -> Cassette:
     """Last step before a cassette is written: scrub credentials out of every value.
 
     ``known``: the recording a replay re-ran; what it already holds is not screened again."""
-    from .config import load_config
-    from .scrub import ScrubConfig, scrub_cassette
+    from ..config import load_config
+    from ..scrub import ScrubConfig, scrub_cassette
 
     config = load_config()
     return scrub_cassette(
