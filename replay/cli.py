@@ -314,6 +314,9 @@ def record(
     """
     from . import _pipeline
     from .cassette import cassette_path
+    if force and check_determinism is not None:  # which one did the user mean? Both at once did the second alone
+        raise ReplayUsageError("--force and --check-determinism do not go together: --check-determinism writes no "
+                               "cassette (run `replay record --force` to record again)")
     config = _config()
     failures: list[Any] = []  # a file that fails to import (a capability this version lacks) errors alone
     with _scenario_prints():

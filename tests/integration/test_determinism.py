@@ -133,6 +133,16 @@ def test_check_determinism_needs_two_runs(cli: Callable[..., Any], project: Path
     assert result.code == 2
 
 
+def test_check_determinism_with_force_is_refused(cli: Callable[..., Any], project: Path) -> None:
+    """``--check-determinism`` writes no cassette, so ``--force`` beside it was silently ignored."""
+    (project / "scenarios" / "ids.py").write_text(SCENARIOS)
+    result = cli("record", "--force", "--check-determinism", "2")
+    assert result.code == 2
+    assert "--force and --check-determinism do not go together" in result.err
+    assert "Traceback" not in result.err and len(result.err.strip().splitlines()) == 1
+    assert not (project / "cassettes").exists()
+
+
 def test_all_bundled_scenarios_are_deterministic_over_three_recordings(cli: Callable[..., Any]) -> None:
     """The issue's bar: every bundled scenario, N=3 fresh processes, byte-identical normalised cassettes.
 
