@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import msgpack
+
 from ..cassette import Cassette, Exchange
 from ..normaliser import (
     _PROCESS_ID,
@@ -172,16 +174,32 @@ def _deep(prefix: list[Any], a: Any, b: Any) -> list[tuple[str, Kind, Any, Any]]
                 out.append((path, "removed", item.t1, None))
             else:
                 out.append((path, "changed", item.t1, item.t2))
-    if not out and a != b:  # a difference DeepDiff does not report: the whole value changed
+    if not out and not _same(a, b):  # a difference DeepDiff does not report: the whole value changed
         out.append((_path(prefix), "changed", a, b))
     return out
 
 
+def _same(a: Any, b: Any) -> bool:
+    """Equal and of the same types: ``==`` has ``True == 1 == 1.0``, so ``"stream": 1`` sent where the
+    recording sent ``true`` read the same. Decided in C (equal bodies are the common case: digesting every
+    list element of them was most of a wire diff); a walk only when the keys come in another order."""
+    if a != b:
+        return False
+    try:
+        if msgpack.packb(a) == msgpack.packb(b):  # keeps bool, int and float apart
+            return True
+    except (TypeError, ValueError, OverflowError):
+        pass
+    from ..differ import same_value
+
+    return same_value(a, b)
+
+
 def _body_changes(a: Any, b: Any) -> list[tuple[str, Kind, Any, Any]]:
-    if a == b:  # the common case, decided in C: digesting every list element of equal bodies was most of a wire diff
+    if _same(a, b):
         return []
     if not (isinstance(a, dict) and isinstance(b, dict)):
-        return [] if a == b else _deep([], a, b)
+        return _deep([], a, b)
     out: list[tuple[str, Kind, Any, Any]] = []
     scalars_a = {k: v for k, v in a.items() if not isinstance(v, list)}
     scalars_b = {k: v for k, v in b.items() if not isinstance(v, list)}
@@ -192,7 +210,7 @@ def _body_changes(a: Any, b: Any) -> list[tuple[str, Kind, Any, Any]]:
             scalars_a[k], scalars_b[k] = la, lb
             continue
         out += _align(k, la, lb)
-    if scalars_a != scalars_b:
+    if not _same(scalars_a, scalars_b):
         out += _deep([], {k: v for k, v in scalars_a.items() if v is not None}, {k: v for k, v in scalars_b.items() if v is not None})
     return out
 

@@ -198,3 +198,16 @@ def test_a_scenario_modules_hash_in_what_the_provider_is_sent_is_not_a_change() 
 def test_a_process_id_the_shell_tool_quotes_in_what_the_provider_is_sent_is_not_a_change() -> None:
     ret = lambda pid: {"role": "tool", "tool_call_id": "c1", "content": f"PID: {pid} (supervisor; use `kill -- -{pid}`)"}  # noqa: E731
     assert compare(cassette(chat(USER, ret(30177))), cassette(chat(USER, ret(30490)))) == []
+
+
+def test_true_sent_as_one_is_a_change() -> None:
+    """Python's ``==`` has ``True == 1`` and ``1 == 1.0``: a body that sent ``"stream": 1`` or ``"temperature": 1``
+    where the recording sent ``true`` / ``1.0`` read the same, at the top level and inside a message."""
+    a = cassette(chat(SYSTEM, {"role": "user", "content": "hi", "cache": True}, stream=True, temperature=1.0))
+    b = cassette(chat(SYSTEM, {"role": "user", "content": "hi", "cache": 1}, stream=1, temperature=1))
+    assert sorted((c.path, c.kind) for c in compare(a, b)) == [
+        ("messages[1].cache", "changed"), ("stream", "changed"), ("temperature", "changed")]
+    # the same keys in another order are the same body
+    c = cassette({"messages": [SYSTEM, {"content": "hi", "role": "user", "cache": True}], "temperature": 1.0,
+                  "model": "gpt-4o-mini", "stream": True})
+    assert compare(a, c) == []
