@@ -342,12 +342,12 @@ def value_at(value: Any, path: str, absent: Any = "<absent>") -> Any:
     return value
 
 
-def describe_difference(a: Cassette, b: Cassette) -> str:
+def describe_difference(a: Cassette, b: Cassette, names: tuple[str, str] = ("recording 1", "recording 2")) -> str:
     """Where two recordings of one scenario first part ways, by role and ordinal, and what differs.
 
     Exchanges are visited in the order the first recording made them; each is compared
     with alias ordinals erased. Two calls of one role that traded places are named as a
-    swap rather than as two changes.
+    swap rather than as two changes. ``names`` are what ``a`` and ``b`` are called in the text.
     """
     from ._untrusted import _pair
     from .normaliser import normalise
@@ -361,7 +361,7 @@ def describe_difference(a: Cassette, b: Cassette) -> str:
     for key in order:
         label = f"{key[0]}[{key[1]}]"
         if key not in bodies[1] or key not in bodies[0]:
-            return f"{label} is only in recording {1 if key in bodies[0] else 2}"
+            return f"{label} is only in {names[0] if key in bodies[0] else names[1]}"
         x, y = bodies[0][key], bodies[1][key]
         if x == y:
             continue
@@ -375,8 +375,8 @@ def describe_difference(a: Cassette, b: Cassette) -> str:
     for i, (x, y) in enumerate(zip(*seq)):
         if x != y:
             return (
-                f"same requests, made in another order: call #{i + 1} was {x[0]}[{x[1]}] in recording 1, "
-                f"{y[0]}[{y[1]}] in recording 2"
+                f"same requests, made in another order: call #{i + 1} was {x[0]}[{x[1]}] in {names[0]}, "
+                f"{y[0]}[{y[1]}] in {names[1]}"
             )
     for what, va, vb in (("outcome", na.outcome, nb.outcome), ("observations", na.observations, nb.observations)):
         if _blind(va) != _blind(vb):
@@ -418,7 +418,7 @@ def _compare(scenario_id: str, dirs: Sequence[Path], limits: Limits) -> Determin
             if _replays_alike(a, b):
                 reordered = True
                 continue
-            where = describe_difference(a, b).replace("recording 2", f"recording {k}")
+            where = describe_difference(a, b, ("recording 1", f"recording {k}"))
             return DeterminismResult(scenario_id, len(dirs), False, f"recording 1 and {k}: {where}")
     return DeterminismResult(scenario_id, len(dirs), True, _REORDERED if reordered else "")
 
@@ -524,7 +524,7 @@ def _against_committed(result: DeterminismResult, fresh_dir: Path, committed: Pa
         return result  # another version's recording: a difference may be the harness's
     if normalised_bytes(kept, limits) == normalised_bytes(fresh, limits) or _replays_alike(a, b):
         return result
-    where = describe_difference(a, b).replace("recording 2", "the recordings")
+    where = describe_difference(a, b, ("the cassette", "the recordings"))
     return DeterminismResult(result.scenario_id, result.runs, False,
                              f"the recordings agree with each other but not with {kept}, recorded on this same version "
                              f"(state an earlier run left behind, or an edit since?): {where}")

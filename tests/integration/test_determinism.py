@@ -207,6 +207,27 @@ def test_report_says_what_differs_in_the_first_differing_call() -> None:
     assert describe_difference(c, fewer) == "main[6] is only in recording 1"
 
 
+def test_a_difference_from_the_committed_cassette_names_the_cassette(tmp_path: Path) -> None:
+    """The committed cassette holds a call the fresh recordings do not make: the line said
+    ``main[6] is only in recording 1`` (the cassette was "recording 1"), naming a recording that
+    had no such call; each side is now named for what it is."""
+    from conftest import ROOT
+
+    from replay._determinism import DeterminismResult, _against_committed, describe_difference
+    from replay.cassette import load, save
+
+    c = load(ROOT / "cassettes" / "coverage" / "trajectory_judge.cassette")
+    fewer = c.model_copy(deep=True)
+    fewer.exchanges = [e for e in fewer.exchanges if not (e.role == "main" and e.index == 6)]
+    save(c, tmp_path / "committed" / "coverage" / "trajectory_judge.cassette")
+    save(fewer, tmp_path / "fresh" / "coverage" / "trajectory_judge.cassette")
+    result = _against_committed(DeterminismResult("coverage/trajectory_judge", 2, True), tmp_path / "fresh",
+                                tmp_path / "committed", DEFAULT_LIMITS)
+    assert not result.identical
+    assert result.detail.endswith(": main[6] is only in the cassette"), result.detail
+    assert describe_difference(fewer, c, ("recording 1", "recording 3")) == "main[6] is only in recording 3"
+
+
 def test_run_ids_are_seeded_and_stay_time_ordered() -> None:
     """pydantic-ai's run ids (its own ``uuid7``) reach prompts through spill handles and step-persistence
     results, which the model then quotes back: a replay must draw the ones the recording drew."""
