@@ -954,7 +954,7 @@ def init(
         bool, typer.Option("--git-config", help="Also run the git config command (this clone only).")
     ] = False,
     textconv: Annotated[
-        str | None, typer.Option("--textconv", help="Command git runs on a cassette (default: replay show --normalized).")
+        str | None, typer.Option("--textconv", help="Command git runs on a cassette (default: replay show --normalized --textconv).")
     ] = None,
 ) -> None:
     """Set up a project: `git diff` shows cassettes as text (.gitattributes + textconv), .replay/ is git-ignored."""

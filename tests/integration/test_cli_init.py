@@ -116,6 +116,18 @@ def test_init_prints_the_git_config_command(repo: Path, cli: Callable[..., objec
     assert done.returncode == 1
 
 
+def test_init_help_names_the_default_it_writes(repo: Path, cli: Callable[..., object]) -> None:
+    """`replay init --help` said the default textconv was `replay show --normalized`; init writes
+    `replay show --normalized --textconv` (the form that never fails a `git diff`)."""
+    from replay._git import default_textconv
+
+    res = cli("init", "--help")
+    text = " ".join(res.out.split())  # type: ignore[attr-defined]
+    assert f"(default: {default_textconv()})" in text, text
+    done = cli("init")
+    assert default_textconv() in done.out  # type: ignore[attr-defined]
+
+
 def test_init_is_idempotent_and_keeps_other_lines(repo: Path, cli: Callable[..., object]) -> None:
     (repo / ".gitattributes").write_text("*.png binary\n*.cassette binary")  # no trailing newline
     assert cli("init", "--textconv", TEXTCONV).code == 0  # type: ignore[attr-defined]
