@@ -11,6 +11,7 @@ import contextlib
 import gc
 import math
 import os
+import re
 import stat
 import tempfile
 import time
@@ -597,6 +598,16 @@ def head_problem(path: Path) -> str | None:
     return _foreign(head)
 
 
+_OVER_LIMIT = re.compile(r"(\d+) exceeds max_(str|bin|array|map)_len\((\d+)\)")
+"""msgpack's refusal of a length past :class:`Limits` (``max_items``, ``max_string``)."""
+_MSGPACK_LIMITS = {
+    "str": ("a string", "bytes", "max-string"),
+    "bin": ("a binary value", "bytes", "max-string"),
+    "array": ("an array", "items", "max-items"),
+    "map": ("a map", "entries", "max-items"),
+}
+
+
 def _loads(data: bytes, source: object, limits: Limits) -> Cassette:
     if not data:
         raise CassetteError(source, "empty file, not a cassette")
@@ -622,6 +633,10 @@ def _loads(data: bytes, source: object, limits: Limits) -> Cassette:
         raise CassetteError(source, "trailing bytes after the cassette (corrupted)") from None
     except (ValueError, msgpack.UnpackException, TypeError, OverflowError) as exc:
         problem = str(exc) or type(exc).__name__
+        over = _OVER_LIMIT.fullmatch(problem)
+        if over is not None:  # a configured limit, not damage: "corrupted: 10 exceeds max_map_len(5)" named neither
+            size, kind, limit = int(over[1]), _MSGPACK_LIMITS[over[2]], int(over[3])
+            raise CassetteError(source, f"{kind[0]} of {size:,} {kind[1]}, over the {kind[2]} limit ({limit:,})") from None
         if "incomplete" in problem.lower() or isinstance(exc, msgpack.OutOfData):
             problem = "truncated"
         raise CassetteError(source, f"corrupted cassette: {problem}") from None

@@ -161,6 +161,18 @@ def test_limits_are_enforced() -> None:
         loads(dumps(c), limits=Limits(max_depth=20))
 
 
+def test_a_length_past_a_limit_names_the_setting_not_corruption() -> None:
+    """`max-items = 5` in [tool.replay] made every cassette read `corrupted cassette: 10 exceeds
+    max_map_len(5)`: a sound file called corrupted, under msgpack's name for the limit, not the setting."""
+    data = dumps(sample())
+    with pytest.raises(CassetteError) as items:
+        loads(data, limits=Limits(max_items=3))
+    assert "corrupted" not in str(items.value) and "over the max-items limit (3)" in str(items.value), items.value
+    with pytest.raises(CassetteError) as string:
+        loads(data, limits=Limits(max_string=2))
+    assert "corrupted" not in str(string.value) and "over the max-string limit (2)" in str(string.value), string.value
+
+
 def test_missing_file_and_directory(tmp_path: Path) -> None:
     with pytest.raises(CassetteError, match="no such cassette"):
         load(tmp_path / "nope.cassette")
