@@ -412,6 +412,7 @@ def run(
     _results_apart(out, cassettes, config)
     _output_dir(out or config.results, "--out" if out is not None or "results" not in _configured(config) else "[tool.replay] results")
     _import_checks(config)  # a replay's own violations include the project's checks, as `check` reports them
+    _pipeline.prices(), _pipeline.tokenizer()  # a bad one is one line now, not every scenario's error after its replay
     from .replayer import offline
 
     failures: list[Any] = []

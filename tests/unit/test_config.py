@@ -125,3 +125,24 @@ def test_a_scenarios_setting_naming_no_folder_says_where_it_is_set(cli, project:
         assert r.err.strip().splitlines() == [
             f"replay: error: scenario: no such scenarios folder, the default TARGET ([tool.replay] scenarios in "
             f"{project / 'pyproject.toml'}, default 'scenarios')"], args
+
+
+@pytest.mark.parametrize(
+    ("setting", "problem"),
+    [('tokenizer = 3', 'tokenizer must be "module:function"'),
+     ('tokenizer = "no_such_module:count"', "tokenizer: cannot import"),
+     ('prices = 3', "prices must be a table")],
+)
+def test_a_bad_tokenizer_or_price_table_is_one_line_before_any_replay(
+    cli, project: Path, write_scenario, setting: str, problem: str
+) -> None:
+    """`replay run` replayed every scenario and then reported the setting as each scenario's error
+    (an ERROR row per scenario), where `diff` said it once; the README promises one line naming
+    pyproject.toml, exit 2."""
+    write_scenario()
+    assert cli("record").code == 0
+    (project / "pyproject.toml").write_text(f"[tool.replay]\n{setting}\n")
+    r = cli("run")
+    assert r.code == 2 and r.out == "", r.out
+    (line,) = r.err.strip().splitlines()
+    assert "pyproject.toml: [tool.replay] " in line and problem in line, line
