@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import textwrap
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -469,9 +470,10 @@ def compare_dirs(a: Path, b: Path, rules: Rules = Rules(), limits: Limits = DEFA
     for rel in sorted(set(left) | set(right)):
         sid = str(rel.with_suffix(""))
         if rel not in left or rel not in right:
-            missing = a if rel not in left else b
-            reports.append(ScenarioReport(sid, "error", error=f"{missing / rel}: no such cassette",
-                                          file=str((right if rel in right else left)[rel])))
+            missing, present = (a, right[rel]) if rel not in left else (b, left[rel])
+            with contextlib.suppress(CassetteError):  # its scenario id, as the compared rows are named (below the top
+                sid = load(present, limits).header.scenario_id or sid  # folder, the path is not the id)
+            reports.append(ScenarioReport(sid, "error", error=f"{missing / rel}: no such cassette", file=str(present)))
             continue
         started = time.perf_counter()
         report = isolated(sid, compare_files, left[rel], right[rel], rules, limits)

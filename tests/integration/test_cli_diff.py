@@ -86,6 +86,22 @@ def test_directories_are_paired_by_scenario(cli, tmp_path: Path) -> None:
     assert mixed.code == 2 and "directory" in mixed.err
 
 
+def test_a_cassette_without_counterpart_is_named_by_its_scenario_id(cli, tmp_path: Path) -> None:
+    """`diff cassettes/seed000 other/seed000` (directories below the top, as the README suggests for a
+    subset) named the one-sided row `long` beside compared rows named `seed000/short`: the path below
+    the folders, not the scenario id, in the text and as the JSON key."""
+    import shutil
+
+    other = tmp_path / "other"
+    shutil.copytree(OLD / "seed000", other / "seed000")
+    (other / "seed000" / "long.cassette").unlink()
+    r = cli("diff", OLD / "seed000", other / "seed000", "--format", "json")
+    assert r.code == 2
+    doc = json.loads(r.out)
+    assert doc["scenarios"]["seed000/long"]["status"] == "error", sorted(doc["scenarios"])
+    assert "long" not in doc["scenarios"]
+
+
 def test_another_python_minor_is_a_warning_not_a_change(cli, tmp_path: Path) -> None:
     from replay.cassette import load, save
 
