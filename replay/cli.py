@@ -257,7 +257,11 @@ IgnoreOpt = Annotated[
 ]
 
 ExhaustedOpt = Annotated[
-    Exhausted | None, typer.Option("--on-exhausted", help="When a role asks for more responses than recorded.")
+    Exhausted | None, typer.Option(
+        "--on-exhausted",
+        help="When a role asks for more responses than recorded (default: the scenario's on_exhausted, "
+        "else [tool.replay] on-exhausted, else fail).",
+    )
 ]
 AllowHostOpt = Annotated[list[str] | None, typer.Option("--allow-host", help="Host a replay may connect to (repeatable).")]
 TimeoutOpt = Annotated[
@@ -374,7 +378,7 @@ def record(
 def run(
     targets: Targets = None,
     cassettes: CassettesOpt = None,
-    out: Annotated[Path | None, typer.Option("--out", help="Where result cassettes go.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Where result cassettes go (default: .replay/results/, [tool.replay] results).")] = None,
     fmt: FormatOpt = Fmt.text,
     on_exhausted: ExhaustedOpt = None,
     ignore: IgnoreOpt = None,

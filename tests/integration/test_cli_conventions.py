@@ -155,3 +155,11 @@ def test_an_empty_path_is_bad_input_not_the_working_directory(cli, project, writ
     assert r.code == 2 and r.out == ""
     assert r.err.splitlines() == [line]
     assert sorted(p.name for p in project.iterdir()) == before
+
+
+def test_run_help_names_the_defaults_the_readme_gives(cli) -> None:
+    """`replay run --help` said `--out DIR  Where result cassettes go.` and `--on-exhausted` with no default,
+    where the README gives `.replay/results/` and fail (the scenario's own, then [tool.replay], win over it)."""
+    text = re.sub(r"(\w)- (\w)", r"\1-\2", re.sub(r"\s+", " ", cli("run", "--help").out))  # rich wraps at hyphens
+    assert "Where result cassettes go (default: .replay/results/" in text, text
+    assert "recorded (default: the scenario's on_exhausted, else [tool.replay] on-exhausted, else fail)" in text, text
