@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import gc
+import json
 import re
 from bisect import bisect_left
 from collections import Counter
@@ -1694,6 +1695,11 @@ def _dangling_per_request(c: Cassette) -> Iterator[tuple[Exchange, list[Call]]]:
         yield ex, calls.dangling()
 
 
+def _as_json(value: Any) -> str:
+    """An observed or expected value as every other line shows observations: JSON (``true``, ``"x"``, ``null``)."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
 @register("expectation")
 def expectation(c: Cassette) -> Iterator[Violation]:
     """An observation that differs from what the scenario declared with ``run.expect`` (or never made)."""
@@ -1705,12 +1711,12 @@ def expectation(c: Cassette) -> Iterator[Violation]:
         if values is not None and all(finite(v) == finite(expected) for v in values):
             continue
         seen: Any = None if values is None else values[0] if len(values) == 1 else values
-        what = "never observed" if values is None else f"observed {seen!r}"
+        what = "never observed" if values is None else f"observed {_as_json(seen)}"
         yield Violation(
             "expectation",
             "scenario",
             None,
-            f"{name}: expected {expected!r}, {what}",
+            f"{name}: expected {_as_json(expected)}, {what}",
             {"name": name, "expected": expected, "observed": seen},
             identity=("name",),
             pair=(name,),

@@ -680,6 +680,11 @@ def test_expectation_mismatch_and_missing_observation() -> None:
     assert set(got) == {"lost", "calls"}
     assert got["lost"].evidence == {"name": "lost", "expected": [], "observed": ["A9"]}
     assert got["calls"].message == "calls: expected 1, never observed"
+    # as JSON, as every other line shows an observation: it read `expected True, observed False`, `['A9']`
+    assert got["lost"].message == 'lost: expected [], observed ["A9"]'
+    flag = only(Cassette(observations=[ObservationRecord(name="paired", value=False)], expectations={"paired": True}),
+                "expectation")
+    assert [v.message for v in flag] == ["paired: expected true, observed false"]
     assert only(Cassette(observations=[ObservationRecord(name="x", value=1)], expectations={"x": 1}), "expectation") == []
 
 
