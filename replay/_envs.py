@@ -104,15 +104,26 @@ def with_pythons(versions: Sequence[VersionSpec], pythons: Iterable[str]) -> lis
     return out
 
 
+_SPECIFIER = re.compile(r"^\s*(~=|===?|!=|<=?|>=?)|\*")
+
+
 def _parse_one(item: str) -> VersionSpec:
     if ".." in item and not ("/" in item or item.startswith(".")):
         raise ReplayUsageError(
             f"--harness {item}: ranges are not supported; list versions with commas (e.g. 0.60.0,0.61.0)"
         )
+    if _SPECIFIER.search(item) and not Path(item).exists():  # `~=0.60.0` was a traceback (read as `~user`)
+        raise ReplayUsageError(
+            f"--harness {item}: version specifiers are not supported (expanding them needs the registry's "
+            "release list); list releases with commas (e.g. 0.60.0,0.61.0)"
+        )
     version = item.removeprefix("v") if _RELEASE.match(item.removeprefix("v")) else None
     if version is not None and not Path(item).exists():
         return VersionSpec(item, "release", f"{HARNESS}=={version}", version)
-    path = Path(item).expanduser()
+    try:
+        path = Path(item).expanduser()
+    except RuntimeError:  # `~someone/…` of no such user
+        raise ReplayUsageError(f"--harness {item}: no such file or directory") from None
     if path.is_file() and path.suffix == ".whl":
         return VersionSpec(item, "wheel", str(path.resolve()), _safe(path.name.removesuffix(".whl")))
     if path.is_dir() and ((path / "pyproject.toml").is_file() or (path / "setup.py").is_file()):

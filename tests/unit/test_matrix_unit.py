@@ -46,6 +46,12 @@ def test_local_wheel_and_checkout(tmp_path: Path) -> None:
         ("latest", "not a release number"),
         ("./nowhere/harness.whl", "no such file"),
         (",", "at least one version"),
+        # a specifier, as pip takes it: `~=0.60.0` was a traceback (Path.expanduser read it as `~user`)
+        ("~=0.60.0", "version specifiers are not supported"),
+        (">=0.60", "version specifiers are not supported"),
+        ("0.60.*", "version specifiers are not supported"),
+        ("!=0.61.0", "version specifiers are not supported"),
+        ("~nobody-such-user/harness.whl", "no such file"),
     ],
 )
 def test_bad_specs_are_usage_errors(value: str, message: str) -> None:
