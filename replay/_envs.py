@@ -79,11 +79,18 @@ def parse_versions(values: Iterable[str]) -> list[VersionSpec]:
 
 
 def _padded(item: str) -> str:
-    """``0.54`` is ``0.54.0`` (pip installs the same release for both): one env and one column, not two."""
-    if re.fullmatch(r"v?\d+(\.\d+)?", item) and not Path(item).exists():
-        bare = item.removeprefix("v")
-        return bare + ".0" * (2 - bare.count("."))
-    return item
+    """One spelling per release: ``0.54``, ``v0.54.0``, ``0.54.0.0`` and ``==0.54.0`` are ``0.54.0``
+    (pip installs the same release for each): one env and one column, not two (or a refusal)."""
+    if Path(item).exists():
+        return item
+    bare = item[2:].strip() if item.startswith("==") and not item.startswith("===") else item
+    m = re.fullmatch(r"v?(\d+(?:\.\d+)*)(.*)", bare)
+    if m is None or not _RELEASE.match(m.group(1) + m.group(2)):
+        return item
+    parts = m.group(1).split(".")
+    while len(parts) > 3 and parts[-1] == "0":
+        parts.pop()
+    return ".".join(parts + ["0"] * (3 - len(parts))) + m.group(2)
 
 
 def with_pythons(versions: Sequence[VersionSpec], pythons: Iterable[str]) -> list[VersionSpec]:

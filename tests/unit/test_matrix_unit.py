@@ -27,6 +27,16 @@ def test_release_and_comma_lists_keep_order_and_drop_duplicates() -> None:
     assert [s.spec for s in _envs.parse_versions(["0.54", "0.54.0,0.56"])] == ["0.54.0", "0.56.0"]
 
 
+def test_spellings_of_one_release_are_one_column() -> None:
+    """``v0.54.0`` beside ``0.54.0`` was refused (two specs map to the same name); ``0.54.0.0`` and
+    ``==0.54.0`` built envs and columns of their own for the release pip installs for ``0.54.0``."""
+    specs = _envs.parse_versions(["v0.54.0,0.54.0", "0.54.0.0", "==0.54.0", "0.62.0"])
+    assert [(s.spec, s.requirement) for s in specs] == [
+        ("0.54.0", "pydantic-ai-harness==0.54.0"),
+        ("0.62.0", "pydantic-ai-harness==0.62.0"),
+    ]
+
+
 def test_local_wheel_and_checkout(tmp_path: Path) -> None:
     wheel = tmp_path / "pydantic_ai_harness-0.63.0.dev1-py3-none-any.whl"
     wheel.write_bytes(b"not really a zip")
