@@ -47,7 +47,7 @@ cells (sorted by version as given, then scenario id, so each runner needs few en
           - run: .venv/bin/replay merge shard-*.json --format markdown
 
 ``merge`` appends its Markdown to ``$GITHUB_STEP_SUMMARY`` and exits 1 when a cell
-changed, errored or is missing (a shard that never reported).
+changed, 2 when one errored or is missing (a shard that never reported).
 """
 
 from __future__ import annotations
@@ -471,7 +471,9 @@ def _finish(result: Result) -> Result:
 
 
 def exit_code(result: Result) -> int:
-    return 1 if result["changed"] else 0
+    """As ``run``: 2 when a cell has no verdict (an error, a shard missing from a merge), else 1 when one changed."""
+    counts = result["summary"]
+    return 2 if counts["error"] else 1 if counts["changed"] else 0
 
 
 # --------------------------------------------------------------------------- merge

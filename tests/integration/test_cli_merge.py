@@ -91,7 +91,7 @@ def test_valid_shards_still_merge(tmp_path: Path, cli: Callable[..., Any]) -> No
     good = tmp_path / "good.json"
     good.write_text(json.dumps(_valid()))
     result = cli("merge", str(good), "--format", "json", cwd=tmp_path)
-    assert result.code == 1, result.err  # one changed cell
+    assert result.code == 2, result.err  # one changed cell, and shard 2/2's cells missing: incomplete (it said 1)
     assert json.loads(result.out)["summary"]["changed"] == 1
 
 
@@ -103,7 +103,7 @@ def test_an_empty_shard_file_is_a_missing_shard_to_merge(tmp_path: Path, cli: Ca
     empty = tmp_path / "shard-2.json"
     empty.write_bytes(b"")
     result = cli("merge", str(good), str(empty), "--format", "json", cwd=tmp_path)
-    assert result.code == 1 and json.loads(result.out)["summary"]["changed"] == 1
+    assert result.code == 2 and json.loads(result.out)["summary"]["changed"] == 1  # its cells missing: no verdict
     assert f"replay: warning: {empty}: empty (its shard wrote no results" in result.err
     alone = cli("merge", str(empty), cwd=tmp_path)
     assert alone.code == 2 and "every results file is empty" in alone.err
@@ -120,7 +120,7 @@ def test_a_shard_given_twice_is_said(tmp_path: Path, cli: Callable[..., Any]) ->
     rerun["scenarios"]["b"]["0.54.0"] = {"status": "changed", "violations": [], "new_violations": []}
     again.write_text(json.dumps(rerun))
     result = cli("merge", str(first), str(again), "--format", "json", cwd=tmp_path)
-    assert result.code == 1 and json.loads(result.out)["summary"]["changed"] == 1  # the first file's cells
+    assert result.code == 2 and json.loads(result.out)["summary"]["changed"] == 1  # the first file's cells; 2/2 missing
     assert result.err == f"replay: warning: {again}: shard 1/2 again (first in {first}); its cells are not used\n"
     once = cli("merge", str(first), "--format", "json", cwd=tmp_path)
     assert once.err == ""

@@ -321,6 +321,21 @@ def _shard_result(shard: tuple[int, int], statuses: dict[tuple[str, str], str]) 
 STATUSES = {("a", "0.54.0"): "changed", ("b", "0.54.0"): "same", ("a", "0.62.0"): "same", ("b", "0.62.0"): "same"}
 
 
+def test_exit_code_tells_a_change_from_an_incomplete_matrix(tmp_path: Path) -> None:
+    """Exit 1 is a harness that changed behaviour; a cell with no verdict (a version that would not
+    install, a scenario that failed to import, a shard missing from the merge) is 2, as `run` exits 2 on
+    an error verdict. Both were 1: a CI job could not tell an upgrade's regression from a broken install."""
+    assert mx.exit_code(_shard_result((2, 2), STATUSES)) == 0
+    assert mx.exit_code(_shard_result((1, 2), STATUSES)) == 1
+    errored = _shard_result((1, 1), {**STATUSES, ("b", "0.62.0"): "error"})
+    assert mx.exit_code(errored) == 2
+    only_error = {k: "same" for k in STATUSES} | {("b", "0.62.0"): "error"}
+    assert mx.exit_code(_shard_result((1, 1), only_error)) == 2
+    path = tmp_path / "shard1.json"
+    path.write_text(json.dumps(_shard_result((2, 2), STATUSES)))  # all same, but shard 1/2 never reported
+    assert mx.exit_code(mx.merge_results(mx.load_results([path]))) == 2
+
+
 def test_merge_of_two_shards_is_the_whole_table(tmp_path: Path) -> None:
     one, two = _shard_result((1, 2), STATUSES), _shard_result((2, 2), STATUSES)
     assert one["changed"] and not two["changed"]
