@@ -83,8 +83,10 @@ Result = dict[str, Any]
 
 def parse_shard(text: str | None) -> tuple[int, int] | None:
     """``"K/N"`` with 1 <= K <= N, or None for the whole matrix."""
-    if not text:
+    if text is None:
         return None
+    if not text.strip():  # `--shard "$SHARD"` with the variable unset: every runner ran the whole matrix
+        raise ReplayUsageError("--shard '': expected K/N with 1 <= K <= N (e.g. 2/4); an unset variable?")
     m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
     if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
         raise ReplayUsageError(f"--shard {text}: expected K/N with 1 <= K <= N (e.g. 2/4)")

@@ -200,8 +200,9 @@ def test_shards_cover_every_cell_once_and_are_deterministic() -> None:
     assert {v for v, _ in mx.shard_cells(scenarios, versions, (2, 3))} == {"0.60.0"}
 
 
-@pytest.mark.parametrize("text", ["0/2", "3/2", "1", "a/b", "1/0"])
+@pytest.mark.parametrize("text", ["0/2", "3/2", "1", "a/b", "1/0", "", "  "])
 def test_bad_shard(text: str) -> None:
+    """``--shard ""`` (``--shard "$SHARD"`` with the variable unset) ran the whole matrix on every runner."""
     with pytest.raises(ReplayUsageError, match="--shard"):
         mx.parse_shard(text)
 
