@@ -388,36 +388,41 @@ def run_matrix(
             for v in active:
                 bar.env(v.label, "preparing environment")
                 pending[pool.submit(_envs.ensure_env, v, cache, installer, tool_hash, None, opts.with_, hold)] = ("env", v)
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    kind, payload = pending.pop(fut)
-                    if kind == "env":
-                        v, info = payload, fut.result()
-                        infos[v.spec] = info
-                        if info.status == "error":
-                            results[v.spec] = {s: error_cell(info.error or "install failed") for s in wanted[v.spec]}
-                            bar.advance(v.label, f"error: {info.error}")
-                            continue
-                        bar.advance(
-                            v.label, f"env {info.status} ({info.setup_seconds:.1f}s), harness {info.harness}; replaying"
-                        )
-                        timing[v.spec] = -time.perf_counter()
-                        for chunk in plan[v.spec]:
-                            f = pool.submit(_replay_chunk, info.python_exe, chunk, targets, opts.out / v.label, opts)
-                            pending[f] = ("run", (v, len(chunk)))
-                    else:
-                        v, n = payload
-                        got = fut.result()
-                        results.setdefault(v.spec, {}).update(got)
-                        counts = _counts(got.values())
-                        left[v.spec] -= 1
-                        if not left[v.spec]:
-                            timing[v.spec] = round(timing[v.spec] + time.perf_counter(), 3)
-                        bar.advance(
-                            v.label,
-                            f"{n} replayed: {counts['same']} same, {counts['changed']} changed, {counts['error']} error",
-                        )
+            try:
+                while pending:
+                    done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                    for fut in done:
+                        kind, payload = pending.pop(fut)
+                        if kind == "env":
+                            v, info = payload, fut.result()
+                            infos[v.spec] = info
+                            if info.status == "error":
+                                results[v.spec] = {s: error_cell(info.error or "install failed") for s in wanted[v.spec]}
+                                bar.advance(v.label, f"error: {info.error}")
+                                continue
+                            bar.advance(
+                                v.label, f"env {info.status} ({info.setup_seconds:.1f}s), harness {info.harness}; replaying"
+                            )
+                            timing[v.spec] = -time.perf_counter()
+                            for chunk in plan[v.spec]:
+                                f = pool.submit(_replay_chunk, info.python_exe, chunk, targets, opts.out / v.label, opts)
+                                pending[f] = ("run", (v, len(chunk)))
+                        else:
+                            v, n = payload
+                            got = fut.result()
+                            results.setdefault(v.spec, {}).update(got)
+                            counts = _counts(got.values())
+                            left[v.spec] -= 1
+                            if not left[v.spec]:
+                                timing[v.spec] = round(timing[v.spec] + time.perf_counter(), 3)
+                            bar.advance(
+                                v.label,
+                                f"{n} replayed: {counts['same']} same, {counts['changed']} changed, {counts['error']} error",
+                            )
+            except BaseException:  # Ctrl-C: the queued builds and replays still ran, one after another, before the command ended
+                for fut in pending:
+                    fut.cancel()  # those not started never start; a running one finishes (its process got the Ctrl-C too)
+                raise
     finally:
         bar.close()
     wall = round(time.perf_counter() - started, 3)
