@@ -457,7 +457,14 @@ def _counts(cells: Iterable[Cell]) -> dict[str, int]:
 
 
 def _mark_every_version(row: dict[str, Cell]) -> None:
-    """Flag (``every_version``) a violation the replay has on every version of a row: no version's regression."""
+    """Flag (``every_version``) a violation the replay has on every version of a row: no version's regression.
+
+    Marked afresh from the whole row: a shard's cells arrive marked from the part of the row it held
+    (two of three versions), and a merge that only added marks said "every version" of one the third lacks."""
+    for c in row.values():
+        for v in c.get("violations", []):
+            if isinstance(v, dict):
+                v.pop("every_version", None)
     cells = [c.get("violations", []) for c in row.values() if c.get("status") != "error"]
     if len(cells) < 2:
         return

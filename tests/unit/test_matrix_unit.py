@@ -345,6 +345,37 @@ def _shard_result(shard: tuple[int, int], statuses: dict[tuple[str, str], str]) 
 STATUSES = {("a", "0.54.0"): "changed", ("b", "0.54.0"): "same", ("a", "0.62.0"): "same", ("b", "0.62.0"): "same"}
 
 
+def test_merged_shards_say_every_version_only_when_the_whole_row_has_it(tmp_path: Path) -> None:
+    """A violation on 0.58.0 and 0.62.0 but not 0.54.0: shard 2/2 (those two cells) marked it "every version",
+    and the merge kept that mark although the whole row (and the unsharded run) says otherwise."""
+    versions = ["0.54.0", "0.58.0", "0.62.0"]
+
+    def cell(version: str) -> dict[str, Any]:
+        if version == "0.54.0":
+            return {"status": "changed", "violations": [], "new_violations": []}
+        grown = {"invariant": "content_lost", "role": "main", "index": 0, "slot": "content_lost main[0]",
+                 "status": "unchanged", "message": "lost U1"}
+        return {"status": "same", "violations": [grown], "new_violations": []}
+
+    def doc(shard: tuple[int, int] | None) -> dict[str, Any]:
+        mine = mx.shard_cells(["s"], versions, shard)
+        return mx._finish({
+            "matrix": mx.FORMAT_VERSION, "shard": f"{shard[0]}/{shard[1]}" if shard else None,
+            "grid": {"scenarios": ["s"], "versions": versions},
+            "versions": [{"spec": v, "label": v, "status": "reused"} for v in versions],
+            "scenarios": {"s": {v: cell(v) for v, _ in mine}},
+        })
+
+    whole = doc(None)
+    paths = []
+    for k in (1, 2):
+        paths.append(tmp_path / f"shard-{k}.json")
+        paths[-1].write_text(json.dumps(doc((k, 2))))
+    merged = mx.merge_results(mx.load_results(paths))
+    assert merged["scenarios"] == whole["scenarios"]
+    assert not any("every version" in line for line in mx.cell_lines(merged["scenarios"]["s"]["0.62.0"]))
+
+
 def test_exit_code_tells_a_change_from_an_incomplete_matrix(tmp_path: Path) -> None:
     """Exit 1 is a harness that changed behaviour; a cell with no verdict (a version that would not
     install, a scenario that failed to import, a shard missing from the merge) is 2, as `run` exits 2 on
