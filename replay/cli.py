@@ -240,12 +240,15 @@ def _discover(targets: list[str] | None, config: Config, failures: list[Any] | N
 def _import_errors(failures: list[Any], found: list[Any]) -> "list[ScenarioReport]":
     """One error report per scenario of a file that failed to import (the file itself if its ids are unknown)."""
     from .reporter import ScenarioReport
+    from .scenario import declared_ids
     have = {sc.id for sc in found}
     out: dict[str, ScenarioReport] = {}
     for f in failures:
+        lines: dict[str, int] = {}  # its @scenario lines, for JUnit and annotations, as a scenario that imports has
+        declared_ids(Path(f.path), lines)
         for sid in f.ids or (str(f.path),):
             if sid not in have and sid not in out:
-                out[sid] = ScenarioReport(sid, "error", error=f.reason)
+                out[sid] = ScenarioReport(sid, "error", error=f.reason, file=str(f.path), line=lines.get(sid))
     return list(out.values())
 
 

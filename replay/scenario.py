@@ -491,13 +491,14 @@ def _decorator_id(node: ast.expr, stem: str, name: str) -> str | None | bool:
     return None
 
 
-def declared_ids(path: Path) -> list[str] | None:
+def declared_ids(path: Path, lines: dict[str, int] | None = None) -> list[str] | None:
     """The scenario ids a file declares, read from its syntax without importing it.
 
     Lets a TARGET id import only the file that holds it: importing every file would run
     (and fail on) imports a version lacks in files nobody asked for. None when the ids
     cannot be read statically (``scenario`` used other than as a plain decorator with a
-    literal id, or a syntax error), so the caller imports the file to find out.
+    literal id, or a syntax error), so the caller imports the file to find out. ``lines``
+    gets each id's ``@scenario`` line (where CI points at a file that failed to import).
     """
     import ast  # here, not at the top: `replay --help` need not pay for it
 
@@ -516,6 +517,8 @@ def declared_ids(path: Path) -> list[str] | None:
                 return None
             if sid is not False:
                 ids.append(str(sid))
+                if lines is not None:
+                    lines.setdefault(str(sid), dec.lineno)
                 decorators.add(id(dec.func if isinstance(dec, ast.Call) else dec))
     for sub in ast.walk(tree):
         named = (isinstance(sub, ast.Name) and sub.id == "scenario") or (

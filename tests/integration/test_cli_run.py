@@ -183,6 +183,9 @@ def test_a_file_that_fails_to_import_errors_only_its_scenarios(cli, write_scenar
         assert doc["scenarios"][sid]["status"] == "error"
         assert "failed to import: ModuleNotFoundError" in doc["scenarios"][sid]["error"]
         assert "not_in_this_version" in doc["scenarios"][sid]["error"]
+    # where JUnit and annotations point: each scenario's @scenario line (they had no file or line)
+    assert [(doc["scenarios"][s]["file"], doc["scenarios"][s]["line"]) for s in ("newer/one", "newer/two")] == [
+        ("scenarios/newer.py", 4), ("scenarios/newer.py", 7)]
     # an id elsewhere never imports the broken file at all
     r = cli("run", "simple/compact")
     assert r.code == 0 and "1 same" in r.out and "newer" not in r.out + r.err

@@ -376,6 +376,28 @@ def test_merged_shards_say_every_version_only_when_the_whole_row_has_it(tmp_path
     assert not any("every version" in line for line in mx.cell_lines(merged["scenarios"]["s"]["0.62.0"]))
 
 
+def test_a_scenario_file_that_fails_to_import_points_at_its_scenarios(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The error cell of a file a version cannot import (a capability it lacks) had no file or line: its
+    GitHub annotation landed on no file of the pull request, its JUnit case had no ``file``/``line``."""
+    from replay.cli import _import_errors
+    from replay.reporter import report_json
+    from replay.scenario import ImportFailure
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "scenarios").mkdir()
+    newer = tmp_path / "scenarios" / "newer.py"
+    newer.write_text("from pydantic_ai_harness.approval_reviewer import ApprovalReviewer\n"
+                     "from replay import scenario\n\n\n@scenario('mine/newer')\nasync def newer(run):\n    ...\n")
+    reason = f"{newer}: failed to import: ModuleNotFoundError: No module named 'pydantic_ai_harness.approval_reviewer'"
+    (report,) = _import_errors([ImportFailure(newer, reason, ("mine/newer",))], [])
+    cell = mx.cell_from_run(report_json(report))
+    assert (cell["status"], cell.get("file"), cell.get("line")) == ("error", "scenarios/newer.py", 5)
+    result = mx._finish({"grid": {"scenarios": ["mine/newer"], "versions": ["0.54.0"]}, "versions": [],
+                         "scenarios": {"mine/newer": {"0.54.0": cell}}})
+    (annotation,) = mx.github_annotations(result)
+    assert annotation.startswith("::error file=scenarios/newer.py,line=5,title=")
+
+
 def test_exit_code_tells_a_change_from_an_incomplete_matrix(tmp_path: Path) -> None:
     """Exit 1 is a harness that changed behaviour; a cell with no verdict (a version that would not
     install, a scenario that failed to import, a shard missing from the merge) is 2, as `run` exits 2 on
