@@ -612,7 +612,8 @@ def _reuse(path: Path, started: float) -> EnvInfo | None:
         return None
     try:
         data = json.loads(stamp.read_text(encoding="utf-8"))
-        reused = EnvInfo(**{**data, "status": "reused", "setup_seconds": 0.0})
+        # where it is now: a cache moved with its project ran the Python its stamp named, elsewhere or nowhere
+        reused = EnvInfo(**{**data, "path": str(path), "status": "reused", "setup_seconds": 0.0})
     except (OSError, ValueError, TypeError):
         return None  # unreadable stamp: rebuild
     reused.setup_seconds = round(time.perf_counter() - started, 3)

@@ -177,6 +177,30 @@ def test_ctrl_c_starts_nothing_more(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert len(started) <= 2, started  # the one running when it came may finish; nothing queued starts
 
 
+def test_a_moved_env_cache_runs_its_own_envs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cache moved with its project (a renamed folder, a CI cache restored under another workspace path):
+    a reused env ran the Python at the path its stamp recorded, so every cell was `error: cannot start replay:
+    No such file or directory` on every later run (or ran in the other copy's env, where that still existed)."""
+
+    def fake_build(
+        info: _envs.EnvInfo, spec: _envs.VersionSpec, installer: _envs.Installer, root: Path, extras: Any = ()
+    ) -> None:
+        py = _envs.env_python(Path(info.path))
+        py.parent.mkdir(parents=True)
+        py.write_text("")
+        info.harness, info.slim, info.python = spec.spec, "2.0", "3.11"
+
+    monkeypatch.setattr(_envs, "_build", fake_build)
+    spec = _envs.parse_versions(["0.54.0"])[0]
+    inst = _envs.Installer("uv", ("uv",))
+    first = _envs.ensure_env(spec, tmp_path / "a", inst, "h")
+    (tmp_path / "a").rename(tmp_path / "b")
+    moved = _envs.ensure_env(spec, tmp_path / "b", inst, "h")
+    assert moved.status == "reused"
+    assert moved.path == str((tmp_path / "b" / Path(first.path).name).resolve())
+    assert moved.python_exe.exists()
+
+
 def test_install_failure_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def failing(
         info: _envs.EnvInfo, spec: _envs.VersionSpec, installer: _envs.Installer, root: Path, extras: Any = ()
