@@ -339,10 +339,19 @@ MIN_CHUNK = 4
 """Scenarios per extra process: each ``replay run`` pays about a second importing pydantic-ai."""
 
 
-def _chunks(ids: list[str], n: int) -> list[list[str]]:
-    """Split one version's scenarios over ``n`` processes, but never into chunks too small to pay off."""
+def _chunks(ids: list[str], n: int, targets: dict[str, str] | None = None) -> list[list[str]]:
+    """Split one version's scenarios over ``n`` processes, but never into chunks too small to pay off.
+
+    Scenarios run through one target (a file outside scenarios/, passed whole) stay in one chunk: a
+    process given the file replays all of it, so splitting them replayed the file once per chunk."""
     n = max(1, min(n, -(-len(ids) // MIN_CHUNK)))
-    return [ids[i::n] for i in range(n)]
+    groups: dict[str, list[str]] = {}
+    for i in ids:
+        groups.setdefault((targets or {}).get(i, i), []).append(i)
+    out: list[list[str]] = [[] for _ in range(n)]
+    for group in sorted(groups.values(), key=len, reverse=True):  # stable: single ids are dealt round-robin
+        min(out, key=len).extend(group)
+    return [c for c in out if c]
 
 
 def run_matrix(
@@ -365,7 +374,7 @@ def run_matrix(
         wanted.setdefault(spec, []).append(sid)
     active = [v for v in versions if v.spec in wanted]
     per_version = max(1, jobs // max(1, len(active)))
-    plan = {v.spec: _chunks(wanted[v.spec], per_version) for v in active}
+    plan = {v.spec: _chunks(wanted[v.spec], per_version, targets) for v in active}
     installer = installer or _envs.find_installer()
     notice = _envs.fallback_notice(installer)
     if notice and active:

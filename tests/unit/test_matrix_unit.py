@@ -201,6 +201,30 @@ def test_a_moved_env_cache_runs_its_own_envs(tmp_path: Path, monkeypatch: pytest
     assert moved.python_exe.exists()
 
 
+def test_a_file_outside_scenarios_is_replayed_by_one_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its scenarios are run by passing the file (an id outside scenarios/ is not found by `run`), so two chunks
+    of one file each replayed all of it: `-j 2` took twice as long as `-j 1` (12.0 s against 6.3 s, 8 scenarios)."""
+    calls: list[list[str]] = []
+
+    def replay_chunk(py: Path, ids: list[str], targets: dict[str, str], out: Path, opts: Any) -> dict[str, Any]:
+        calls.append(list(dict.fromkeys(targets.get(i, i) for i in ids)))
+        return {i: {"status": "same", "violations": [], "new_violations": []} for i in ids}
+
+    def ensure_env(spec: _envs.VersionSpec, *args: Any, **kwargs: Any) -> _envs.EnvInfo:
+        return _envs.EnvInfo(spec.spec, spec.label, spec.kind, "k", str(tmp_path / spec.label), "reused")
+
+    monkeypatch.setattr(_envs, "ensure_env", ensure_env)
+    monkeypatch.setattr(mx, "_replay_chunk", replay_chunk)
+    targets = {f"other/s{i}": "other/many.py" for i in range(8)} | {f"g/t{i}": f"g/t{i}" for i in range(8)}
+    result = mx.run_matrix(targets, _envs.parse_versions(["0.62.0"]), opts=mx.RunOptions(out=tmp_path / "out"),
+                           jobs=2, env_dir=tmp_path, installer=_envs.Installer("uv", ("uv",)),
+                           progress=lambda totals: mx.PlainProgress(totals))
+    assert result["summary"]["same"] == 16
+    assert sum(c.count("other/many.py") for c in calls) == 1, calls  # the file once, not once per chunk
+    assert sorted(t for c in calls for t in c if t != "other/many.py") == sorted(f"g/t{i}" for i in range(8))
+    assert len(calls) == 2  # still two processes: the file in one, the ids in the other
+
+
 def test_install_failure_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def failing(
         info: _envs.EnvInfo, spec: _envs.VersionSpec, installer: _envs.Installer, root: Path, extras: Any = ()
