@@ -23,7 +23,7 @@ cells (sorted by version as given, then scenario id, so each runner needs few en
           - uses: actions/cache@v4
             with:
               path: .replay/envs
-              key: replay-envs-${{ runner.os }}-${{ hashFiles('replay/**/*.py', 'pyproject.toml') }}
+              key: replay-envs-${{ runner.os }}-shard${{ matrix.shard }}-${{ hashFiles('replay/**/*.py', 'pyproject.toml') }}
           - run: uv venv && uv pip install -e .
           - run: >
               .venv/bin/replay matrix --harness 0.54.0,0.60.0,0.62.0

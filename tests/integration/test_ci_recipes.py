@@ -88,6 +88,14 @@ def _attrs(line: str, tag: str) -> dict[str, str]:
     return dict(re.findall(r'(\w+)="([^"]*)"', m.group(1) or ""))
 
 
+def test_shard_recipe_caches_each_shards_envs() -> None:
+    """actions/cache keeps the first save of a key: with one key for every shard, the first shard to finish saved
+    its one or two versions' envs and the others' saves were refused, so shards 2-4 built theirs on every run."""
+    workflow = readme_yaml("jobs:\n  matrix:")
+    (cache,) = [s for s in workflow["jobs"]["matrix"]["steps"] if str(s.get("uses", "")).startswith("actions/cache")]
+    assert "${{ matrix.shard }}" in cache["with"]["key"]
+
+
 def test_readme_junit_excerpt_is_what_run_writes(recorded: Path, cli) -> None:
     """The README's "real output" of `replay run --format junit | head -4` had lost the `time`, `file` and
     `line` attributes run has written since, and counted 24 test cases of a repository holding 55 cassettes."""
