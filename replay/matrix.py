@@ -465,7 +465,7 @@ def _counts(cells: Iterable[Cell]) -> dict[str, int]:
     return out
 
 
-def _mark_every_version(row: dict[str, Cell]) -> None:
+def _mark_every_version(row: dict[str, Cell], whole: bool = True) -> None:
     """Flag (``every_version``) a violation the replay has on every version of a row: no version's regression.
 
     Marked afresh from the whole row: a shard's cells arrive marked from the part of the row it held
@@ -475,7 +475,7 @@ def _mark_every_version(row: dict[str, Cell]) -> None:
             if isinstance(v, dict):
                 v.pop("every_version", None)
     cells = [c.get("violations", []) for c in row.values() if c.get("status") != "error"]
-    if len(cells) < 2:
+    if len(cells) < 2 or not whole:  # a shard's part of the row cannot speak for the versions it lacks
         return
     present = [{v.get("slot") for v in cell if v.get("status") not in (None, "gone")} for cell in cells]
     shared = set.intersection(*present) - {None}
@@ -486,8 +486,9 @@ def _mark_every_version(row: dict[str, Cell]) -> None:
 
 
 def _finish(result: Result) -> Result:
+    versions = len(result.get("grid", {}).get("versions", []))
     for row in result["scenarios"].values():
-        _mark_every_version(row)
+        _mark_every_version(row, whole=len(row) >= versions)
     counts = _counts(c for row in result["scenarios"].values() for c in row.values())
     head = {"changed": bool(counts["changed"] or counts["error"]), "summary": counts}
     return {**head, **{k: v for k, v in result.items() if k not in head}}

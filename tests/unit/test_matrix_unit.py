@@ -422,6 +422,9 @@ def test_merged_shards_say_every_version_only_when_the_whole_row_has_it(tmp_path
     merged = mx.merge_results(mx.load_results(paths))
     assert merged["scenarios"] == whole["scenarios"]
     assert not any("every version" in line for line in mx.cell_lines(merged["scenarios"]["s"]["0.62.0"]))
+    # nor does the shard itself, which holds two of the row's three versions, say "every version"
+    alone = doc((2, 2))["scenarios"]["s"]["0.62.0"]
+    assert not any("every version" in line for line in mx.cell_lines(alone)), mx.cell_lines(alone)
 
 
 def test_a_scenario_file_that_fails_to_import_points_at_its_scenarios(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
