@@ -349,6 +349,8 @@ class Normaliser:
                     continue
                 if defaults and defaults.get(key) == item:
                     continue
+                if key == "error" and item[:5] == "Model":  # a FallbackModel's failed attempt: 'Class: message'
+                    item = _attempt_error(item)
                 out[key] = self.aliases.text(item) if "-" in item or "<secret:" in item or _ADDRESS_MARK in item or _TEMP_MARK in item or _MODULE_MARK in item or has_process_id(item) or (
                     self._rooted and "/" in item) else item
                 continue
@@ -525,6 +527,17 @@ _HTTP_ERRORS = frozenset(
 """A provider's answer with an HTTP status, as each slim names it: 2.60+ raises it as its category
 (``ModelServerError`` for a 500, also a ``ModelHTTPError``), older slims as a plain ``ModelHTTPError``.
 Compared as one class: the status, body and model name are in the message either way."""
+
+
+_ATTEMPT_HTTP_ERROR = re.compile(r"^(?:%s)(?=: status_code: \d+)" % "|".join(n.rsplit(".", 1)[1] for n in sorted(_HTTP_ERRORS)))
+
+
+def _attempt_error(text: str) -> str:
+    """A ``FallbackModel`` attempt's error (``failed_attempts[].error``, ``'ModelServerError: status_code: 500, …'``)
+    as :func:`_error` compares a raised one: a provider's answer with an HTTP status is one class whatever slim
+    names it by (2.60+: its category), and the provider's request id in the message is new on every call."""
+    text = _ATTEMPT_HTTP_ERROR.sub("ModelHTTPError", text, count=1)
+    return _REQUEST_ID.sub("req_<id>", text) if "req_" in text else text
 
 
 def _outcome(cassette: Cassette) -> dict[str, Any]:

@@ -533,3 +533,34 @@ def test_an_output_mode_not_kept_from_an_auto_request_is_still_compared() -> Non
     thinking = {"thinking": "high"}
     assert [r.body for r in normalise(_run_of_two(_AUTO, _KEPT, settings=thinking)).requests["main"]] != \
         [r.body for r in normalise(_run_of_two(_AUTO, _AUTO, settings=thinking)).requests["main"]]
+
+
+def _fallback_cassette(error: str) -> Cassette:
+    b = CassetteBuilder(Header(scenario_id="unit/fallback"))
+    req = {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "hi"}]}
+    attempt = {"model_name": "gpt-bad", "provider_name": "openai", "outcome": "error", "error": error,
+               "timestamp": "2026-12-02T13:08:43.180470Z", "duration": "PT0.04587S", "usage": None}
+    resp = {"kind": "response", "parts": [{"part_kind": "text", "content": "recovered"}], "model_name": "gpt-4o-mini",
+            "failed_attempts": [attempt]}
+    b.cassette.exchanges.append(
+        Exchange(seq=0, role="main", index=0, kind="request", messages=b.messages([req]), response=b.message(resp)))
+    return b.cassette
+
+
+def test_a_fallback_attempts_http_error_is_one_error_whatever_slims_class_for_it() -> None:
+    """A ``FallbackModel`` notes the error each model it moved on from raised, as ``'Class: message'`` on the
+    response (``failed_attempts[].error``): slim 2.60+ names a provider's 500 ``ModelServerError``, older slims
+    ``ModelHTTPError``, so every matrix cell across 2.60 of a scenario whose fallback met a 500 read
+    ``changed`` (``main[0].response.failed_attempts[0].error``). The status and body are still compared, and so
+    is an error of another kind."""
+    from replay.differ import diff
+
+    said = "status_code: 500, model_name: gpt-bad, body: {'message': 'internal error'}"
+    new = _fallback_cassette(f"ModelServerError: {said}")
+    assert not diff(new, _fallback_cassette(f"ModelHTTPError: {said}")).changed
+    assert not diff(_fallback_cassette(f"ModelRateLimitError: {said}"), _fallback_cassette(f"ModelHTTPError: {said}")).changed
+    assert diff(new, _fallback_cassette(f"ModelHTTPError: {said.replace('500', '503')}")).changed
+    assert diff(new, _fallback_cassette("ModelConnectionError: Connection error.")).changed
+    req_a = "The server had an error. (Please include the request ID req_c1f6ab4c9d57ec054b1d9a3422d55f13 in your message.)"
+    req_b = req_a.replace("c1f6ab4c9d57ec054b1d9a3422d55f13", "b58479ff9f51529300ec2fca7572f093")
+    assert not diff(_fallback_cassette(f"ModelServerError: {said} {req_a}"), _fallback_cassette(f"ModelServerError: {said} {req_b}")).changed
