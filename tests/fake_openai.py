@@ -38,6 +38,7 @@ FAKE_CREATED = 1_700_000_000
 _CHAT_PATH = '/v1/chat/completions'
 _RESPONSES_PATH = '/v1/responses'
 _ANTHROPIC_PATH = '/v1/messages'
+_INPUT_TOKENS_PATH = '/v1/responses/input_tokens'
 _STREAM_PIECES = 3
 """Text and tool arguments are streamed in this many deltas, to exercise delta joining."""
 
@@ -315,6 +316,38 @@ class FakeOpenAI:
             },
         }
 
+    def response_events(self, number: int, model: str, turn: Reply) -> Iterator[dict[str, Any]]:
+        """The events of a streamed Responses API answer (`stream: true`), in OpenAI's order."""
+        whole = self.response_object(number, model, turn)
+        seq = iter(range(1_000_000))
+
+        def event(type_: str, **fields: Any) -> dict[str, Any]:
+            return {'type': type_, 'sequence_number': next(seq), **fields}
+
+        yield event('response.created', response={**whole, 'status': 'in_progress', 'output': [], 'usage': None})
+        for index, item in enumerate(whole['output']):
+            if item['type'] == 'message':
+                text = item['content'][0]['text']
+                yield event('response.output_item.added', output_index=index, item={**item, 'status': 'in_progress', 'content': []})
+                part = {'type': 'output_text', 'text': '', 'annotations': []}
+                yield event('response.content_part.added', item_id=item['id'], output_index=index, content_index=0, part=part)
+                for piece in _split(text):
+                    yield event('response.output_text.delta', item_id=item['id'], output_index=index, content_index=0,
+                                delta=piece, logprobs=[])
+                yield event('response.output_text.done', item_id=item['id'], output_index=index, content_index=0,
+                            text=text, logprobs=[])
+                yield event('response.content_part.done', item_id=item['id'], output_index=index, content_index=0,
+                            part={**part, 'text': text})
+            else:
+                yield event('response.output_item.added', output_index=index,
+                            item={**item, 'status': 'in_progress', 'arguments': ''})
+                for piece in _split(item['arguments']):
+                    yield event('response.function_call_arguments.delta', item_id=item['id'], output_index=index, delta=piece)
+                yield event('response.function_call_arguments.done', item_id=item['id'], output_index=index,
+                            arguments=item['arguments'], name=item['name'])
+            yield event('response.output_item.done', output_index=index, item=item)
+        yield event('response.completed', response=whole)
+
     # -- Anthropic Messages ----------------------------------------------------------
 
     def anthropic_message(self, number: int, model: str, turn: Reply) -> dict[str, Any]:
@@ -429,6 +462,13 @@ def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
             path = self.path.split('?', 1)[0].rstrip('/')
             if path.endswith('/chat/completions'):  # OpenAI-compatible APIs under other prefixes (Groq: /openai/v1)
                 path = _CHAT_PATH
+            if path == _INPUT_TOKENS_PATH:  # count_tokens of the Responses API: a length-based count, not a turn
+                body = json.loads(self._read_body() or b'null')
+                with fake._lock:
+                    fake.requests.append(body)
+                tokens = max(1, len(json.dumps(body.get('input'))) // 4)
+                self._send_json(HTTPStatus.OK, {'object': 'response.input_tokens', 'input_tokens': tokens})
+                return
             if path not in (_CHAT_PATH, _RESPONSES_PATH, _ANTHROPIC_PATH):
                 self._error(HTTPStatus.NOT_FOUND, f'no route for POST {self.path}', 'not_found')
                 return
@@ -451,7 +491,13 @@ def _make_handler(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
                 return
             model = str(body.get('model') or 'fake-model')
             if path == _RESPONSES_PATH:
-                self._send_json(HTTPStatus.OK, fake.response_object(number, model, turn))
+                if not body.get('stream'):
+                    self._send_json(HTTPStatus.OK, fake.response_object(number, model, turn))
+                    return
+                self._start_sse()
+                for data in fake.response_events(number, model, turn):
+                    self.wfile.write(f'event: {data["type"]}\ndata: {json.dumps(data)}\n\n'.encode())
+                self.wfile.flush()
                 return
             if path == _ANTHROPIC_PATH:
                 if not body.get('stream'):

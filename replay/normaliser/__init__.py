@@ -49,10 +49,11 @@ VOLATILE_KEYS = frozenset(
 """Keys dropped wherever they occur."""
 
 _GENERATED_ID = re.compile(
-    r"^(pyd_ai_[0-9a-f]{8,}|call_[A-Za-z0-9]{20,}|toolu_[A-Za-z0-9]{20,}|fc_[0-9a-f]{16,}|(msg|rs|resp)_[0-9a-f]{16,})$"
+    r"^(pyd_ai_[0-9a-f]{8,}|call_[A-Za-z0-9]{8,}|toolu_[A-Za-z0-9]{8,}|fc_[0-9a-f]{8,}|(msg|rs|resp)_[0-9a-f]{16,})$"
 )
 """Ids a model or pydantic-ai makes fresh on every call: tool calls', and the Responses API's output items
-(``msg_…``, ``fc_…``, ``rs_…``: a part's ``id``, sent back in the next request), as the wire compares them."""
+(``msg_…``, ``fc_…``, ``rs_…``: a part's ``id``, sent back in the next request), as the wire compares them
+(``replay.wire.compare._WIRE_ID``): OpenAI's ``call_`` ids have 24 characters, Ollama's 8."""
 _UUID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b")
 _UUID_MIDDLE = re.compile(r"-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-")
 """What every uuid contains; a search that starts with a literal skips through long texts ~70x

@@ -13,7 +13,6 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -21,6 +20,7 @@ import msgpack
 
 from ..cassette import Cassette, Exchange
 from ..normaliser import (
+    _GENERATED_ID,
     _PROCESS_ID,
     _TEMP_NAME,
     SECRET_PLACEHOLDER,
@@ -32,7 +32,7 @@ from ..normaliser import (
 from ..scenario import stable_names_in
 from .store import request_body
 
-_WIRE_ID = re.compile(r"^(pyd_ai_[0-9a-f]{8,}|call_[A-Za-z0-9]{8,}|toolu_[A-Za-z0-9]{8,}|fc_[0-9a-f]{8,}|(msg|rs|resp)_[0-9a-f]{16,})$")
+_WIRE_ID = _GENERATED_ID  # one shape for both levels: they drifted apart (the message level missed Ollama's ids)
 _WIRE_VOLATILE = VOLATILE_KEYS | {"prompt_cache_key", "user", "safety_identifier"}
 """Keys that only carry ids or per-run values on the wire."""
 

@@ -564,3 +564,30 @@ def test_a_fallback_attempts_http_error_is_one_error_whatever_slims_class_for_it
     req_a = "The server had an error. (Please include the request ID req_c1f6ab4c9d57ec054b1d9a3422d55f13 in your message.)"
     req_b = req_a.replace("c1f6ab4c9d57ec054b1d9a3422d55f13", "b58479ff9f51529300ec2fca7572f093")
     assert not diff(_fallback_cassette(f"ModelServerError: {said} {req_a}"), _fallback_cassette(f"ModelServerError: {said} {req_b}")).changed
+
+
+def _tool_call_cassette(call_id: str) -> Cassette:
+    b = CassetteBuilder(Header(scenario_id="unit/ids"))
+    req = {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "Weather?"}]}
+    call = {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "get_weather", "args": {"city": "Paris"},
+                                           "tool_call_id": call_id}]}
+    ret = {"kind": "request", "parts": [{"part_kind": "tool-return", "tool_name": "get_weather", "content": "sunny",
+                                         "tool_call_id": call_id}]}
+    b.cassette.exchanges.append(Exchange(seq=0, role="main", index=0, kind="request", messages=b.messages([req]), response=b.message(call)))
+    b.cassette.exchanges.append(Exchange(seq=1, role="main", index=1, kind="request", messages=b.messages([req, call, ret])))
+    return b.cassette
+
+
+def test_short_provider_tool_call_ids_are_generated_ids_as_on_the_wire() -> None:
+    """Ollama's OpenAI-compatible API names a tool call ``call_`` and eight random letters and digits
+    (``call_k3j9x2ab``): the wire comparison aliased them, the message level only from twenty on, so two
+    recordings of one deterministic scenario against it were ``DIFFERENT`` (``--check-determinism`` blamed
+    the scenario: main[0] differs at response.parts[0].tool_call_id). Which call answers which is still compared."""
+    from replay.differ import diff
+
+    assert not diff(_tool_call_cassette("call_k3j9x2ab"), _tool_call_cassette("call_p0q7z1mn")).changed
+    assert not diff(_tool_call_cassette("toolu_k3j9x2ab"), _tool_call_cassette("toolu_p0q7z1mn")).changed
+    crossed = _tool_call_cassette("call_k3j9x2ab")
+    other = crossed.messages[-1]["parts"][0]
+    crossed.messages[-1] = {**crossed.messages[-1], "parts": [{**other, "tool_call_id": "call_zzzz9999"}]}
+    assert diff(_tool_call_cassette("call_k3j9x2ab"), crossed).changed
