@@ -339,6 +339,9 @@ def _schema_defaults(value: Any) -> None:
             raise SchemaError(f"{at}.defaults", "expected a map of field to scalar default")
         if "nested" in spec:
             _str_lists(spec["nested"], f"{at}.nested")
+        for key in ("fields", "undeclared"):
+            if key in spec and (type(spec[key]) is not list or not all(type(f) is str for f in spec[key])):
+                raise SchemaError(f"{at}.{key}", "expected an array of field names")
         tag = spec.get("tag")
         if tag is not None and (type(tag) is not list or len(tag) != 2 or not all(type(t) is str for t in tag)):
             raise SchemaError(f"{at}.tag", "expected [field, value] text")

@@ -320,13 +320,14 @@ class Normaliser:
         cls = kind.pick(value)
         defaults = cls.defaults if cls is not None else None
         nested = cls.nested if cls is not None else None
+        undeclared = cls.undeclared if cls is not None else None
         dropped = self._dropped
         out: dict[str, Any] = {}
         for key, item in value.items():
             drop = dropped.get(key)
             if drop is None:
                 drop = dropped[key] = key in VOLATILE_KEYS or key.endswith("created_at") or key in self._ignore_keys
-            if drop:
+            if drop or (undeclared and key in undeclared):
                 continue
             if key in _DATA_FIELDS or (key == "content" and type(kind_of := value.get("part_kind")) is str and kind_of in _DATA_CONTENT):
                 if key == "args" and type(item) is str:
@@ -391,7 +392,7 @@ def schema_for(cassette: Cassette, other: Cassette | None = None) -> Schema:
     own = cassette.header.schema_defaults
     theirs = other.header.schema_defaults if other is not None else None
     if own is None or (other is not None and theirs is None):
-        installed = installed_schema()
+        installed = _without_fields(installed_schema())  # not the fields of the version that recorded it
         own = own if own is not None else installed
         theirs = theirs if theirs is not None or other is None else installed
     merged = merge(own, theirs)
@@ -399,6 +400,11 @@ def schema_for(cassette: Cassette, other: Cassette | None = None) -> Schema:
     with contextlib.suppress(TypeError, ValueError, OverflowError):
         schema.token = digest(merged)
     return schema
+
+
+def _without_fields(schema: dict[str, Any]) -> dict[str, Any]:
+    classes = {n: {k: v for k, v in spec.items() if k != "fields"} for n, spec in schema.get("classes", {}).items()}
+    return {**schema, "classes": classes}
 
 
 def digest(value: Any) -> bytes:

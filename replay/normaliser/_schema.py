@@ -116,8 +116,9 @@ def describe(roots: Mapping[str, list[type]]) -> dict[str, Any]:
         if name in seen:
             continue
         seen[name] = cls
-        spec: dict[str, Any] = {"defaults": {}, "nested": {}}
+        spec: dict[str, Any] = {"defaults": {}, "nested": {}, "fields": []}
         for field_name, default, annotation in _fields(cls):
+            spec["fields"].append(field_name)
             if _tag(field_name, default, annotation):
                 spec["tag"] = [field_name, default]
                 continue
@@ -128,7 +129,7 @@ def describe(roots: Mapping[str, list[type]]) -> dict[str, Any]:
                 spec["nested"][field_name] = [c.__name__ for c in inner]
                 todo += inner
         classes[name] = spec
-    _prune(classes)
+    _prune(classes, {c.__name__ for members in roots.values() for c in members})
     return {
         "version": SCHEMA_VERSION,
         "roots": {k: [c.__name__ for c in v if c.__name__ in classes] for k, v in roots.items()},
@@ -136,7 +137,7 @@ def describe(roots: Mapping[str, list[type]]) -> dict[str, Any]:
     }
 
 
-def _prune(classes: dict[str, dict[str, Any]]) -> None:
+def _prune(classes: dict[str, dict[str, Any]], roots: frozenset[str] | set[str] = frozenset()) -> None:
     """Keep only classes with a default or leading to one; keep a tag only where a union needs it."""
     useful = {n for n, s in classes.items() if s["defaults"]}
     grew = True
@@ -157,6 +158,8 @@ def _prune(classes: dict[str, dict[str, Any]]) -> None:
             del spec["nested"]
         if not spec["defaults"]:
             del spec["defaults"]
+        if name not in roots:  # the declared fields only of the roots (a message): what a header can afford
+            del spec["fields"]
 
 
 def _root_classes(module: str, name: str) -> list[type]:
@@ -181,11 +184,13 @@ def installed_schema() -> dict[str, Any]:
 class ClassSpec:
     """One class: its defaults and which fields hold nested classes."""
 
-    __slots__ = ("defaults", "nested")
+    __slots__ = ("defaults", "nested", "undeclared")
 
     def __init__(self) -> None:
         self.defaults: dict[str, Any] = {}
         self.nested: dict[str, Choice] = {}
+        self.undeclared: frozenset[str] = frozenset()
+        """Fields only one of the two compared versions declares (:func:`merge`): left out of the comparison."""
 
 
 class Choice:
@@ -247,16 +252,22 @@ def merge(own: Mapping[str, Any] | None, other: Mapping[str, Any] | None) -> dic
     schema covers fields its own version never declared (e.g. an old cassette without a schema).
     A default the two versions declare differently is stripped on neither side: a request that
     left the field alone sends one value on one version and another on the other, a change.
+    A field of a message class that only one of the two versions declares (``ModelResponse.failed_attempts``,
+    new in slim 2.5x) is compared on neither side: the older version cannot hold it, so it read as a change
+    in every cell across its introduction (``undeclared``; only where both sides list their fields).
     """
     own = own if isinstance(own, Mapping) else {}
     other = other if isinstance(other, Mapping) else {}
     classes: dict[str, Any] = {}
     declared: dict[str, Mapping[str, Any]] = {}
+    fields: dict[str, list[set[str]]] = {}
     for src in (other, own):
         for name, spec in _mapping(src.get("classes")).items():
             if not isinstance(spec, Mapping):
                 continue
             cur = classes.setdefault(name, {"defaults": {}, "nested": {}})
+            if isinstance(spec.get("fields"), list):
+                fields.setdefault(name, []).append({f for f in spec["fields"] if isinstance(f, str)})
             defaults = _mapping(spec.get("defaults"))
             theirs = declared.get(name)
             cur["defaults"].update(defaults)
@@ -270,6 +281,9 @@ def merge(own: Mapping[str, Any] | None, other: Mapping[str, Any] | None) -> dic
                     cur["nested"][f] = list(dict.fromkeys([*cur["nested"].get(f, []), *cs]))
             if isinstance(spec.get("tag"), list):
                 cur["tag"] = spec["tag"]
+    for name, (a, b) in ((n, f) for n, f in fields.items() if len(f) == 2 and own is not other):
+        if a ^ b:  # a field one version never declared: schema growth, compared on neither side
+            classes[name]["undeclared"] = sorted(a ^ b)
     roots: dict[str, list[Any]] = {}
     for src in (other, own):
         for key, members in _mapping(src.get("roots")).items():
@@ -292,6 +306,9 @@ def compile_schema(data: Mapping[str, Any] | None) -> Schema:
         for key, value in _mapping(raw[name].get("defaults")).items():
             if isinstance(key, str) and _is_scalar_default(value):
                 spec.defaults[key] = value
+        undeclared = raw[name].get("undeclared")
+        if isinstance(undeclared, list):
+            spec.undeclared = frozenset(f for f in undeclared if isinstance(f, str))
     choices: dict[tuple[str, ...], Choice] = {}
     shared: list[tuple[ClassSpec, list[ClassSpec]]] = []
 

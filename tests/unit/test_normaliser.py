@@ -124,7 +124,8 @@ class _Part:
 
 def test_each_side_keeps_its_own_defaults_and_borrows_the_others() -> None:
     old = describe({"message": [_Part]})
-    assert old["classes"]["_Part"] == {"defaults": {"mode": "old"}, "tag": ["part_kind", "p"]}
+    # a root class also lists its declared fields (see test_a_response_field_the_other_version_never_declared…)
+    assert old["classes"]["_Part"] == {"defaults": {"mode": "old"}, "tag": ["part_kind", "p"], "fields": ["content", "mode", "part_kind"]}
     new = {"roots": {"message": ["_Part"]}, "classes": {"_Part": {"defaults": {"mode": "new", "extra": "x"}, "tag": ["part_kind", "p"]}}}
     mine = merge(old, new)
     # the other's fields added; a default declared differently is neither's (see the next test)
@@ -152,7 +153,8 @@ def test_a_default_the_two_versions_declare_differently_is_a_change() -> None:
 
 def test_a_malformed_schema_in_a_header_is_ignored_not_fatal() -> None:
     for junk in (None, [], {"classes": 3}, {"classes": {"X": {"defaults": [1], "nested": {"f": "Y"}, "tag": 5}}, "roots": {"message": "X"}},
-                 {"classes": {"A": {"nested": {"f": ["A"]}, "defaults": {"d": "v"}}}, "roots": {"message": ["A", 7]}}):
+                 {"classes": {"A": {"nested": {"f": ["A"]}, "defaults": {"d": "v"}}}, "roots": {"message": ["A", 7]}},
+                 {"classes": {"A": {"fields": 5, "undeclared": {"x": 1}}}, "roots": {"message": ["A"]}}):
         n = Normaliser(schema=compile_schema(junk))  # type: ignore[arg-type]
         assert n.root({"f": {"f": {"d": "v"}}, "d": "w"}, "message") is not None
 
@@ -591,3 +593,37 @@ def test_short_provider_tool_call_ids_are_generated_ids_as_on_the_wire() -> None
     other = crossed.messages[-1]["parts"][0]
     crossed.messages[-1] = {**crossed.messages[-1], "parts": [{**other, "tool_call_id": "call_zzzz9999"}]}
     assert diff(_tool_call_cassette("call_k3j9x2ab"), crossed).changed
+
+
+def test_a_response_field_the_other_version_never_declared_is_not_a_change() -> None:
+    """Slim 2.56+ notes on a ``FallbackModel``'s response the models it moved on from (``failed_attempts``);
+    2.54's ``ModelResponse`` has no such field, so the same fallback, served the same answers, read
+    ``changed`` (``- main[0].response.failed_attempts: [...]``) in every matrix cell across it. A field only one
+    side's version declares is left out; where both declare it, it is compared, and a header that does not
+    list its fields (an older cassette) compares as before."""
+    import copy
+
+    from replay.differ import diff
+
+    said = "ModelServerError: status_code: 500, model_name: gpt-bad, body: {'message': 'internal error'}"
+    new = _fallback_cassette(said)
+    new.header.schema_defaults = installed_schema()
+
+    def older(fields: bool = True) -> Cassette:
+        old = _fallback_cassette(said)
+        response = old.messages[old.exchanges[0].response]  # type: ignore[index]
+        del response["failed_attempts"]
+        schema = copy.deepcopy(installed_schema())
+        spec = schema["classes"]["ModelResponse"]
+        spec["fields"] = [f for f in spec.get("fields", []) if f != "failed_attempts"]
+        if not fields:
+            del spec["fields"]
+        old.header.schema_defaults = schema
+        return old
+
+    assert not diff(new, older()).changed
+    assert not diff(older(), new).changed
+    declared = older()
+    declared.header.schema_defaults = installed_schema()  # the same version: the fallback did not happen
+    assert diff(new, declared).changed
+    assert diff(new, older(fields=False)).changed
