@@ -229,8 +229,10 @@ _NOT_VALUES = frozenset(
 )  # fmt: skip
 _REFERENCE_STARTS = ("$", "{{", "%(", "<", "os.environ", "os.getenv", "env(", "process.env", "/", "./", "~/", "../")
 _NAME_STR = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-"
-_CONTEXT_WORD_RE = _on_use(r"(?i:pass|pwd|secret|token|key|auth|credential|cookie|sig|session)")
-_CONTEXT_GATES = ("pass", "pwd", "secret", "token", "key", "auth", "credential", "cookie", "sig", "session")
+_CONTEXT_WORD_RE = _on_use(r"(?i:pass|pwd|secret|token|key|auth|credential|cookie|sig|session|(?<=[?&])code(?==))")
+_CONTEXT_GATES = ("pass", "pwd", "secret", "token", "key", "auth", "credential", "cookie", "sig", "session", "?code=", "&code=")
+"""Where a credential-like name may stand. ``code`` only as a URL query's parameter (an Azure Functions key,
+``?code=…``; :func:`secret_class` with ``query``): anywhere else it is a word of every coding transcript."""
 _VALUE_RE = _on_use(
     r"[\"']?[ \t]*(?::=|=>|[:=])[ \t]*"
     r"(?:(?i:bearer|basic|token|digest|apikey|key|sso-key|otp|sharedaccesssignature)[ \t]+)?"
@@ -825,8 +827,9 @@ def _word_hits(text: str, low: str) -> list[tuple[int, int]]:
     hits = []
     for word in _CONTEXT_GATES:
         pos = low.find(word)
+        inner = 1 if word[0] in "?&" else 0  # "?code=": the hit is the name between
         while pos >= 0:
-            hits.append((pos, pos + len(word)))
+            hits.append((pos + inner, pos + len(word) - inner))
             pos = low.find(word, pos + 1)
     hits.sort()
     return hits

@@ -659,3 +659,18 @@ def test_a_text_scanned_again_after_a_new_value_is_learned_finds_it(monkeypatch:
     s._learned_memo.clear()
     s._learned_memo_chars = 0
     assert s._learned_in(text) == s._learned_in(text) and len(s._learned_memo) == 1
+
+
+def test_a_function_key_in_a_url_query_is_scrubbed() -> None:
+    """Azure Functions take their key as ``?code=``: a provider behind one (``base_url=…/api?code=…``) sent it in
+    every request's URL, which a cassette keeps (the query is compared), and it was written verbatim: ``code`` was
+    a query credential to ``secret_class`` but never looked for. ``code`` elsewhere is left alone."""
+    from replay.scrub import Scrubber
+
+    key = "Zx81abcdEFGHijklMNop2345=="
+    for url in (f"https://fn.azurewebsites.net/api/v1/chat/completions?code={key}",
+                f"http://127.0.0.1:4000/v1/chat/completions?api-version=2024-06-01&code={key}"):
+        out = Scrubber().scrub(url)
+        assert key.rstrip("=") not in out and "code=<secret:" in out, out
+    for text in ("exit code=1 after 3 retries", "the code=done marker", "see https://h/x?mode=code&lang=py"):
+        assert Scrubber().scrub(text) == text
