@@ -211,3 +211,23 @@ def test_true_sent_as_one_is_a_change() -> None:
     c = cassette({"messages": [SYSTEM, {"content": "hi", "role": "user", "cache": True}], "temperature": 1.0,
                   "model": "gpt-4o-mini", "stream": True})
     assert compare(a, c) == []
+
+
+def test_record_force_rewrites_a_cassette_whose_wire_requests_changed(tmp_path: Any) -> None:
+    """``record --force`` keeps a cassette whose new recording only moves stamps, judged by the message-level
+    normalisation, which holds no HTTP request. A query or body field sent on the wire only, set from the
+    environment or a helper (``default_query={"api-version": os.environ[…]}``: the scenario file, whose edit
+    the header notices, unchanged), or a cassette an older scrubber wrote with a key in a URL, was kept as it
+    was: ``unchanged … kept``, and every ``replay run`` read ``changed`` (``main[0] wire: endpoint: …``)
+    against the stale file, or the key stayed on disk."""
+    from replay._pipeline import _same_recording
+    from replay.cassette import DEFAULT_LIMITS, load, save
+
+    body = chat(SYSTEM, USER)
+    path = tmp_path / "c.cassette"
+    save(cassette(body), path)
+    assert _same_recording(path, load(path, DEFAULT_LIMITS), DEFAULT_LIMITS)
+    assert not _same_recording(path, cassette(chat(SYSTEM, USER, reasoning_effort="low")), DEFAULT_LIMITS)
+    moved = cassette(body)
+    moved.exchanges[0].wire[0].url += "?code=<secret:signature:1>"
+    assert not _same_recording(path, moved, DEFAULT_LIMITS)
