@@ -231,3 +231,19 @@ def test_record_force_rewrites_a_cassette_whose_wire_requests_changed(tmp_path: 
     moved = cassette(body)
     moved.exchanges[0].wire[0].url += "?code=<secret:signature:1>"
     assert not _same_recording(path, moved, DEFAULT_LIMITS)
+
+
+def test_record_force_rewrites_a_cassette_recorded_before_wire_capture(tmp_path: Any) -> None:
+    """A provider cassette recorded before wire capture (no HTTP exchanges: replayed at the model level, the
+    provider mapping never run) came out of ``record --force`` as ``unchanged … kept``: the same messages, and
+    the new recording's HTTP exchanges thrown away, so the scenario could never be brought to the wire level."""
+    from replay._pipeline import _same_recording
+    from replay.cassette import DEFAULT_LIMITS, load, save
+
+    path = tmp_path / "c.cassette"
+    old = cassette(chat(SYSTEM, USER))
+    for ex in old.exchanges:
+        ex.wire = None
+    save(old, path)
+    assert _same_recording(path, load(path, DEFAULT_LIMITS), DEFAULT_LIMITS)
+    assert not _same_recording(path, cassette(chat(SYSTEM, USER)), DEFAULT_LIMITS)
