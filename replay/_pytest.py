@@ -8,6 +8,7 @@ deepdiff and rich only when a test actually uses one.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import hashlib
 import os
@@ -185,14 +186,18 @@ class Tally:
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         if self.statuses["real"] > 1 or reporter is None:
             return
-        reporter.ensure_newline()
         does = _MODE_RECORDS.get(self.mode, "records")
-        reporter.write_line(
-            f"harness-replay: {nodeid} called {', '.join(models)} to {'append to' if appended else 'record'} {path} "
-            f"(--replay-mode={self.mode} {does} with the test's own models; "
-            "--replay-mode=none, the default when CI is set, never calls one)",
-            yellow=True,
-        )
+        # said while the test's output is captured: without lifting the capture, the line went to the test's
+        # captured stdout, which pytest shows only for a test that fails (live logging lifts it the same way)
+        capture = config.pluginmanager.get_plugin("capturemanager")
+        with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+            reporter.ensure_newline()
+            reporter.write_line(
+                f"harness-replay: {nodeid} called {', '.join(models)} to {'append to' if appended else 'record'} {path} "
+                f"(--replay-mode={self.mode} {does} with the test's own models; "
+                "--replay-mode=none, the default when CI is set, never calls one)",
+                yellow=True,
+            )
 
     def find_orphans(self) -> list[Path]:
         known = self.expected | self.used

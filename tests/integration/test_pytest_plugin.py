@@ -1293,3 +1293,22 @@ def test_two_tests_of_one_cassette_name_are_told_so(pytester: pytest.Pytester, m
     assert ("it holds the recording of test_shared.py::test_first: tests that share a cassette name replay each "
             "other's calls; give each its own @pytest.mark.replay name") in output(result), output(result)
 
+
+
+def test_a_real_model_call_is_said_at_once_under_pytests_own_capture(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run as users run pytest (a process of its own, output captured per test): the note that a recording called a
+    provider model reached only the test's captured stdout, shown nowhere for a passing test."""
+    from fake_openai import FakeOpenAI, Reply
+
+    pytester.makeconftest(PROVIDER_CONFTEST)
+    pytester.makepyfile(test_provider=PROVIDER_TEST)
+    with FakeOpenAI([Reply.text("hello there")]) as server, monkeypatch.context() as m:
+        for key, value in (("CI", "false"), ("OPENAI_API_KEY", "sk-test"), ("OPENAI_BASE_URL", server.base_url), ("EXPECT_ALLOWED", "1")):
+            m.setenv(key, value)
+        recorded = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    recorded.assert_outcomes(passed=2)
+    text = output(recorded)
+    assert text.count("called openai:gpt-4o-mini to record cassettes/test_provider/test_agent.cassette") == 1
+    assert "(1 called a real model)" in text

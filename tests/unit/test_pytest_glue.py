@@ -139,8 +139,8 @@ def test_the_note_on_a_real_model_call_says_what_the_mode_does() -> None:
     class Config:
         class pluginmanager:  # noqa: N801 - pytest's attribute name
             @staticmethod
-            def get_plugin(name: str) -> Reporter:
-                return Reporter()
+            def get_plugin(name: str) -> Reporter | None:
+                return Reporter() if name == "terminalreporter" else None  # no capture manager here
 
     Tally(mode="new").announce_real_call(Config(), "t.py::test_a", ["openai:gpt-4o-mini"], "cassettes/t/test_a.cassette", True)
     assert lines == ["harness-replay: t.py::test_a called openai:gpt-4o-mini to append to cassettes/t/test_a.cassette "
