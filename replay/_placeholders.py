@@ -43,3 +43,8 @@ def placeholder_keys() -> Iterator[None]:
     finally:
         for k in added:
             os.environ.pop(k, None)
+
+
+def missing_key(error: str) -> bool:
+    """Whether ``error`` (an import's traceback) names a provider key that is unset: placeholders would cure it."""
+    return any(k in error for k in KEYS if not os.environ.get(k))

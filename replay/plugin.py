@@ -39,6 +39,8 @@ _ACTIVE = pytest.StashKey["TestCassette"]()
 _HEADLINE = pytest.StashKey[str]()
 _WROTE = pytest.StashKey["tuple[TestCassette, str, str | None]"]()
 """A test whose call changed its cassette: (the cassette, its status, its --replay-accept line), until its teardown passes."""
+_PLACEHOLDERS = pytest.StashKey[bool]()
+"""A collector collected again with placeholder provider keys (once: its first try failed for want of one)."""
 _OWN_COLOUR = tuple(pytest.version_tuple[:2]) >= (8, 4)
 """Before 8.4 pytest highlights a ``pytrace=False`` failure message as Python code itself (and garbles ours)."""
 
@@ -88,18 +90,26 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_collection(session: pytest.Session) -> Generator[None, object, object]:
+def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
     """In replay-only mode, a module-level ``Agent("openai:...")`` imports without a key.
 
     The provider is built at import, before any test runs; with ``--replay-mode=none`` no
-    test can call it, so placeholder keys (only for keys not set) make collection work in CI.
+    test can call it. A module (or conftest) that failed to import for an unset provider key is
+    collected once more with placeholder keys for the unset ones. Only then: set for every
+    import, they made a live test's guard (``skipif(not os.environ.get("OPENAI_API_KEY"))``)
+    see a key, and the live test ran in CI.
     """
-    if session.config.stash[_TALLY].mode != "none":
-        return (yield)
-    from ._placeholders import placeholder_keys
+    report = yield
+    if not report.failed or collector.config.stash[_TALLY].mode != "none" or collector.stash.get(_PLACEHOLDERS, False):
+        return report
+    from ._placeholders import missing_key, placeholder_keys
 
+    if not missing_key(str(report.longrepr)):
+        return report
+    collector.stash[_PLACEHOLDERS] = True
     with placeholder_keys():
-        return (yield)
+        again: pytest.CollectReport = collector.ihook.pytest_make_collect_report(collector=collector)
+    return again
 
 
 def pytest_report_header(config: pytest.Config) -> str:
