@@ -1347,3 +1347,36 @@ def test_replay_only_collection_leaves_a_live_tests_key_guard_alone(pytester: py
     assert "no cassette" in text and "needs OPENAI_API_KEY" not in text
     result = run(pytester, monkeypatch, "-rs", CI="1", OPENAI_API_KEY="")
     assert "SKIPPED [1] test_live.py:8: needs OPENAI_API_KEY" in output(result)
+
+
+FIXTURE_AGENT_TEST = """
+import pytest
+from pydantic_ai import Agent
+
+
+@pytest.fixture
+def agent():
+    return Agent("openai-chat:gpt-4o-mini")  # the provider needs a key when the fixture builds it
+
+
+@pytest.mark.replay
+def test_agent(agent):
+    assert agent.run_sync("hi").output == "hello there"
+"""
+
+
+def test_an_agent_built_by_a_fixture_replays_without_a_key(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CI without a key: a replayed test whose agent a fixture builds errored at setup ("Set the
+    `OPENAI_API_KEY` environment variable"), while the same agent built in the test body replayed."""
+    from fake_openai import FakeOpenAI, Reply
+
+    pytester.makepyfile(test_fixture_agent=FIXTURE_AGENT_TEST)
+    with FakeOpenAI([Reply.text("hello there")]) as server:
+        recorded = run(pytester, monkeypatch, CI="false", OPENAI_API_KEY="sk-test", OPENAI_BASE_URL=server.base_url)
+    recorded.assert_outcomes(passed=1)
+    replayed = run(pytester, monkeypatch, CI="true", OPENAI_API_KEY="", OPENAI_BASE_URL="")  # as on CI: no key, no URL
+    replayed.assert_outcomes(passed=1)
+    assert "cassettes 0 recorded, 1 replayed, 0 changed" in output(replayed)
+    import os
+
+    assert "OPENAI_API_KEY" not in os.environ  # the placeholder lived only while the test replayed
