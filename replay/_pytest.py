@@ -149,6 +149,8 @@ class Tally:
     orphans: list[Path] = field(default_factory=list)
     accepted: list[str] = field(default_factory=list)
     """One line per cassette ``--replay-accept`` replaced, printed in the terminal summary."""
+    real_said: bool = False
+    """Whether the note on a real model call was printed (only the first is)."""
     _config: Config | None = None
     _resolved: dict[Path, Path] = field(default_factory=dict)
 
@@ -176,28 +178,36 @@ class Tally:
         self.roots.add(directory.parent)
         self.expected.add(directory / f"{name}{SUFFIX}")
 
-    def announce_real_call(self, config: Any, nodeid: str, models: list[str], path: str, appended: bool = False) -> None:
+    def announce_real_call(self, config: Any, nodeid: str, models: list[str], path: str, appended: bool = False) -> str:
         """The first recording that called a provider model says so at once; the summary counts them all.
 
         ``once`` (the default outside CI) records a missing cassette with whatever model the
-        test builds, which may be a paid one: nobody should learn that from the invoice.
+        test builds, which may be a paid one: nobody should learn that from the invoice. Returns the
+        note; a pytest-xdist worker (no terminal of its own) hands it to the controller to say instead.
         """
         self.statuses["real"] += 1
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
-        if self.statuses["real"] > 1 or reporter is None:
-            return
         does = _MODE_RECORDS.get(self.mode, "records")
+        note = (
+            f"harness-replay: {nodeid} called {', '.join(models)} to {'append to' if appended else 'record'} {path} "
+            f"(--replay-mode={self.mode} {does} with the test's own models; "
+            "--replay-mode=none, the default when CI is set, never calls one)"
+        )
+        if getattr(config, "workerinput", None) is None:
+            self.say_real_call(config, note)
+        return note
+
+    def say_real_call(self, config: Any, note: str) -> None:
+        """Print ``note`` if it is the session's first (the controller's, under pytest-xdist)."""
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if self.real_said or reporter is None:
+            return
+        self.real_said = True
         # said while the test's output is captured: without lifting the capture, the line went to the test's
         # captured stdout, which pytest shows only for a test that fails (live logging lifts it the same way)
         capture = config.pluginmanager.get_plugin("capturemanager")
         with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
             reporter.ensure_newline()
-            reporter.write_line(
-                f"harness-replay: {nodeid} called {', '.join(models)} to {'append to' if appended else 'record'} {path} "
-                f"(--replay-mode={self.mode} {does} with the test's own models; "
-                "--replay-mode=none, the default when CI is set, never calls one)",
-                yellow=True,
-            )
+            reporter.write_line(note, yellow=True)
 
     def find_orphans(self) -> list[Path]:
         known = self.expected | self.used

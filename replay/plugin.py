@@ -42,6 +42,8 @@ _WROTE = pytest.StashKey["tuple[TestCassette, str, str | None]"]()
 """A test whose call changed its cassette: (the cassette, its status, its --replay-accept line), until its teardown passes."""
 _PLACEHOLDERS = pytest.StashKey[bool]()
 """A collector collected again with placeholder provider keys (once: its first try failed for want of one)."""
+_REAL_NOTE = pytest.StashKey[str]()
+"""The note that the test's recording called a provider model, for its report (see pytest_runtest_logreport)."""
 _OWN_COLOUR = tuple(pytest.version_tuple[:2]) >= (8, 4)
 """Before 8.4 pytest highlights a ``pytrace=False`` failure message as Python code itself (and garbles ours)."""
 
@@ -88,6 +90,8 @@ def pytest_configure(config: pytest.Config) -> None:
         canonical_mode(option) if option else default_mode(),
         module_patterns=tuple(str(p) for p in config.getini("python_files")),
     )
+    if getattr(config, "workerinput", None) is None:
+        config.pluginmanager.register(_WorkerNotes(config), "harness_replay_worker_notes")
 
 
 @pytest.hookimpl(wrapper=True)
@@ -210,7 +214,8 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
             )
             tally.statuses[status] += 1
             if test.real_models:
-                tally.announce_real_call(item.config, item.nodeid, test.real_models, shown(test.path), test.action == "append")
+                said = tally.announce_real_call(item.config, item.nodeid, test.real_models, shown(test.path), test.action == "append")
+                item.stash[_REAL_NOTE] = said  # a pytest-xdist worker's report carries it to the controller
             text = "\n".join(failure)
             if test.wrote:  # a baseline only once the teardown passed too (see pytest_runtest_teardown)
                 item.stash[_WROTE] = (test, status, text if status == "accepted" else None)
@@ -255,6 +260,9 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """The report is shown once: the short summary (which pytest prints whole with -vv or on CI) gets its headline."""
     report = yield
+    note = item.stash.get(_REAL_NOTE, None)
+    if note is not None and report.when == "call" and getattr(item.config, "workerinput", None) is not None:
+        report.harness_replay_real_call = note  # type: ignore[attr-defined]  # plain data: xdist sends it with the report
     headline = item.stash.get(_HEADLINE, None)
     crash = getattr(report.longrepr, "reprcrash", None)
     if headline is not None and report.failed and crash is not None:
@@ -276,6 +284,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     orphans = config.stash[_TALLY].find_orphans()
     if orphans and config.getoption("replay_unused") == "fail" and exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+class _WorkerNotes:
+    """pytest-xdist's controller: says a worker's note on a real model call as its report arrives (workers have no terminal)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        note = getattr(report, "harness_replay_real_call", None)
+        if isinstance(note, str):
+            self.config.stash[_TALLY].say_real_call(self.config, note)
 
 
 @pytest.hookimpl(optionalhook=True)

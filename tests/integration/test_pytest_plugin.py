@@ -1380,3 +1380,22 @@ def test_an_agent_built_by_a_fixture_replays_without_a_key(pytester: pytest.Pyte
     import os
 
     assert "OPENAI_API_KEY" not in os.environ  # the placeholder lived only while the test replayed
+
+
+@pytest.mark.slow
+def test_a_real_model_call_is_said_at_once_under_xdist(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pytest -n auto``: a worker's note that a recording called a provider model reached no terminal, so the
+    user learnt of it from the final count only, however long the paid recordings took."""
+    pytest.importorskip("xdist", reason="needs pytest-xdist (dev extra)")
+    from fake_openai import FakeOpenAI, Reply
+
+    pytester.makeconftest(PROVIDER_CONFTEST)
+    pytester.makepyfile(test_provider=PROVIDER_TEST)
+    with FakeOpenAI([Reply.text("hello there")]) as server, monkeypatch.context() as m:
+        for key, value in (("CI", "false"), ("OPENAI_API_KEY", "sk-test"), ("OPENAI_BASE_URL", server.base_url), ("EXPECT_ALLOWED", "1")):
+            m.setenv(key, value)
+        recorded = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2")
+    recorded.assert_outcomes(passed=2)
+    text = output(recorded)
+    assert text.count("called openai:gpt-4o-mini to record cassettes/test_provider/test_agent.cassette") == 1
+    assert text.index("called openai:gpt-4o-mini") < text.index("(1 called a real model)")
