@@ -620,7 +620,11 @@ def discover(
             if not matches and not any(f.ids for f in (failures or ())[before:]):
                 raise ReplayUsageError(f"{target}: no such scenario file, directory or scenario id")
             chosen.update((s.id, s) for s in matches)
-    return sorted(chosen.values(), key=lambda s: s.id)
+    # An id a file that failed declares too (a scenario copied into another file, its id not renamed) is
+    # ambiguous: recording or replaying the other file's under it read `recorded`/`SAME` while that file's
+    # error went unreported (its id had a result). Neither runs; the failure is the id's error.
+    ambiguous = {i for f in failures or () for i in f.ids}
+    return sorted((s for s in chosen.values() if s.id not in ambiguous), key=lambda s: s.id)
 
 
 def declared(targets: Iterable[str], default_dir: Path = Path("scenarios")) -> dict[str, Path]:

@@ -424,3 +424,20 @@ def test_a_scenario_calling_sys_exit_is_its_error_not_the_commands_end(cli, proj
         "@scenario(expect_error=...) if intended; nothing written"]
     r = cli("run", "ex/b_fine", "ex/a_exits")
     assert r.code == 2 and "SAME     ex/b_fine" in r.out
+
+
+def test_an_id_two_files_declare_is_neither_recorded_nor_replayed_as_same(cli, project: Path) -> None:
+    """A scenario copied into another file, its id not renamed: `record` wrote the first file's and said
+    "nothing written" for the same id; `run` reported it SAME, the other file's error dropped."""
+    body = "from replay import Run, scenario\n\n@scenario('dupid/x')\nasync def {0}(run: Run) -> int:\n    return {1}\n"
+    (project / "scenarios" / "one.py").write_text(body.format("first", 1))
+    assert cli("record").code == 0
+    (project / "scenarios" / "two.py").write_text(body.format("copy", 2))
+    before = (project / "cassettes" / "dupid" / "x.cassette").read_bytes()
+    for args in (("record", "--force"), ("record", "dupid/x", "--force"), ("run",), ("run", "dupid/x")):
+        r = cli(*args)
+        assert r.code == 2, (args, r.out, r.err)
+        said = r.out + r.err
+        assert "recorded " not in said and "SAME" not in said and "unchanged" not in said, (args, said)
+        assert "declared twice: by first in" in said and "by copy in" in said, (args, said)
+    assert (project / "cassettes" / "dupid" / "x.cassette").read_bytes() == before
