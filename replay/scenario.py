@@ -305,11 +305,15 @@ def scenario(
             and known.func.__module__.startswith("replay_scenarios.")
             and func.__module__.startswith("replay_scenarios.")
             and known.func.__module__ == func.__module__
-            and known.func.__qualname__ != func.__qualname__
+            and known.func is not func
         ):
             # Two scenarios of one id in one file (a copied scenario whose id was not renamed): the later one
             # silently replaced the other, which was then never recorded nor replayed. Across files: discover().
-            raise ReplayUsageError(f"@scenario id {sid!r} is declared twice: by {known.func.__qualname__} and by {func.__qualname__}")
+            # A copy whose function name was kept too (bare `@scenario`, a second `def one`) is told by its line.
+            first, second = known.func.__qualname__, func.__qualname__
+            if first == second:
+                first, second = (f"{f.__qualname__} (line {f.__code__.co_firstlineno})" for f in (known.func, func))
+            raise ReplayUsageError(f"@scenario id {sid!r} is declared twice: by {first} and by {second}")
         _REGISTRY[sid] = registered = Scenario(
             id=sid,
             func=func,

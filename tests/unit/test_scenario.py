@@ -174,3 +174,20 @@ def test_the_static_scan_reads_no_empty_id(tmp_path: Path) -> None:
     path = tmp_path / "s.py"
     path.write_text("from replay import scenario\n\n@scenario('')\nasync def f(run): ...\n")
     assert declared_ids(path) is None
+
+
+def test_a_scenario_redefined_under_its_own_name_is_an_import_error_not_silently_dropped(tmp_path: Path) -> None:
+    """A copied scenario whose function and id were both left as they were (bare `@scenario`): the second
+    `def one` replaced the first without a word, which was never recorded nor replayed."""
+    home = tmp_path / "scenarios"
+    body = "@scenario\nasync def one(run: Run) -> int:\n    return {0}\n"
+    _write(home, "dup.py", "from replay import Run, scenario\n\n" + body.format(1) + "\n\n" + body.format(2))
+    failures: list[ImportFailure] = []
+    assert discover([str(home)], home, failures) == []
+    [failure] = failures
+    assert "@scenario id 'dup/one' is declared twice: by one (line 3) and by one (line 8)" in failure.reason
+    # a file imported again (edited back and forth) is no redefinition
+    _write(home, "dup.py", "from replay import Run, scenario\n\n" + body.format(1))
+    assert [s.id for s in discover([str(home)], home)] == ["dup/one"]
+    _write(home, "dup.py", "from replay import Run, scenario\n\n" + body.format(3))
+    assert [s.id for s in discover([str(home)], home)] == ["dup/one"]
