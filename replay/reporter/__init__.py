@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections import Counter
@@ -183,7 +184,7 @@ def diff_lines(d: Diff, *, details: bool = True, max_changes: int = 12) -> list[
     lines.append("requests per role: " + (", ".join(counts) or "none (no model was called)"))
     lines += _estimates_lines(d)
     if d.outcome:
-        lines.append("outcome: {} → {}".format(*_pair(d.outcome[0], d.outcome[1])))
+        lines.append("outcome: {} → {}".format(*_pair(*_outcome_words(d.outcome[0], d.outcome[1]))))
     for c in d.observations:
         lines.append("observation {}: {} → {}".format(c.path.removeprefix("observations."), *_pair(c.old, c.new)))
     for note in d.notes:
@@ -215,6 +216,30 @@ def diff_lines(d: Diff, *, details: bool = True, max_changes: int = 12) -> list[
         if len(fresh) < len(body):
             lines.append(f"  … {len(body) - len(fresh)} as in {seen_label}")
     return lines
+
+
+def _outcome_words(a: Any, b: Any) -> tuple[Any, Any]:
+    """Two outcomes as ``ok "its output"`` / ``error Class: message``, as ``record`` says them: their JSON,
+    cut at 80 characters, hid the error's class behind its message (``{"error": {"message": "harness-replay:
+    request #4 of role 'main', but the cas...``). The JSON when the words would read alike."""
+    def words(o: Any, whole: bool) -> str | None:
+        if not isinstance(o, dict):
+            return None
+        error = o.get("error")
+        if isinstance(error, dict):
+            kind = str(error.get("type") or "error")
+            message = error.get("message")
+            return f"error {kind if whole else kind.rsplit('.', 1)[-1]}" + (f": {message}" if message else "")
+        if o.get("status") == "ok":
+            return "ok " + json.dumps(o.get("output"), sort_keys=True, default=str)
+        return None
+
+    short = words(a, False), words(b, False)
+    if short[0] is not None and short[0] == short[1]:
+        short = words(a, True), words(b, True)
+    if short[0] is None or short[1] is None or short[0] == short[1]:
+        return a, b
+    return short
 
 
 def request_lines(r: RequestDiff) -> list[tuple[str, str]]:

@@ -158,3 +158,32 @@ def test_one_id_in_two_cassettes_is_told_apart_in_markdown_as_in_text() -> None:
     md = markdown(reports)
     assert "| `s/a  a/one.cassette` | ❌ error |" in md and "| `s/a  a/two.cassette` | ✅ same |" in md
     assert "| `s/b` |" in markdown([ScenarioReport("s/b", "same", cassette="a/b.cassette")])  # one of each: as before
+
+
+def test_an_outcome_that_became_an_error_names_the_error_first() -> None:
+    """A scenario given one more turn: the line read `outcome: {"output": "ok 5", "status": "ok"} → {"error":
+    {"message": "harness-replay: request #4 of role 'main', but the cas...`, the error's class cut off."""
+    from replay.differ import Diff
+    from replay.reporter import diff_lines
+
+    message = "harness-replay: request #4 of role 'main', but the cassette holds 3 (--on-exhausted=fail)"
+    ok = {"output": "ok 5", "status": "ok"}
+    err = {"error": {"message": message, "type": "replay.replayer.ReplayExhausted"}, "status": "error"}
+    d = Diff("s", "recorded", "replayed", [], [], [], (ok, err), [])
+    (line,) = [ln for ln in diff_lines(d) if ln.startswith("outcome")]
+    assert line.startswith('outcome: ok "ok 5" → error ReplayExhausted: harness-replay: request #4 of role'), line
+    attribute = {"error": {"message": "'AgentRunResult' object has no attribute 'outptu'", "type": "builtins.AttributeError"},
+                 "status": "error"}
+    d.outcome = (ok, attribute)
+    (line,) = [ln for ln in diff_lines(d) if ln.startswith("outcome")]
+    assert line == """outcome: ok "ok 5" → error AttributeError: 'AgentRunResult' object has no attribute 'outptu'""", line
+    # two classes of one name: the whole names, else both sides read alike
+    d.outcome = ({**err, "error": {**err["error"], "type": "a.Boom"}}, {**err, "error": {**err["error"], "type": "b.Boom"}})
+    (line,) = [ln for ln in diff_lines(d) if ln.startswith("outcome")]
+    old, new = line.removeprefix("outcome: ").split(" → ")
+    assert old.startswith("error a.Boom: ") and new.startswith("error b.Boom: "), line
+    # a difference the words leave out is still shown
+    d.outcome = ({"output": None, "status": "ok"}, {"status": "ok"})
+    (line,) = [ln for ln in diff_lines(d) if ln.startswith("outcome")]
+    old, new = line.removeprefix("outcome: ").split(" → ")
+    assert old != new, line
