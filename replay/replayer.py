@@ -316,6 +316,10 @@ class CassetteSource:
             return rec
         recorded = self._held.get(role, 0)
         detail = f"request #{exchange.index + 1} of role {call.role!r}, but the cassette holds {recorded}"
+        if not recorded:  # an agent renamed or a capability added since: not a recording of that role run short
+            held = ", ".join(f"{r} {len(xs)}" for r, xs in self.recorded.by_role().items()) or "no request at all"
+            detail = (f"request #{exchange.index + 1} of role {call.role!r}, but the cassette has no request of "
+                      f"that role (it holds {held})")
         if self.on_exhausted == "repeat" and role in self.last:
             self.divergences.append(Divergence(call.role, exchange.index, "exhausted", detail + " (repeated the last)"))
             return self.last[role]

@@ -526,3 +526,23 @@ def test_a_fallback_model_whose_every_model_failed_raises_its_group_again(tmp_pa
         ex.error.attributes = None  # as recorded before
     save(old, path)
     assert not _same_recording(path, load(path, DEFAULT_LIMITS).model_copy(update={"exchanges": recorded.exchanges}), DEFAULT_LIMITS)
+
+
+def test_a_role_the_cassette_never_had_is_named_as_such() -> None:
+    """An agent renamed since the recording (`name="bot"`): the divergence read "request #1 of role 'bot', but
+    the cassette holds 0", as if a recording of `bot` had run short; it has no such role."""
+
+    def named(name: str | None) -> Any:
+        async def scenario(run: Run) -> str:
+            agent = Agent(FunctionModel(lambda messages, info: text("hi")), name=name)
+            return (await agent.run("hello")).output
+
+        return scenario
+
+    recorded = record(make(named(None)))
+    for policy in ("fail", "repeat", "fake"):
+        result = replay(make(named("bot")), recorded, policy)  # type: ignore[arg-type]
+        (exhausted,) = [d for d in result.divergences if d.kind == "exhausted"]
+        assert exhausted.detail.startswith(
+            "request #1 of role 'bot', but the cassette has no request of that role (it holds main 1)"
+        ), exhausted.detail
