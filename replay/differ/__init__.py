@@ -68,6 +68,8 @@ class RequestDiff:
     """Messages and parts removed, inserted, moved, rewrapped or changed (aligned by content)."""
     detailed: bool = True
     """False past the diff's :data:`DETAIL_BOUND`: known to differ (its digests do), details not computed."""
+    last: str | None = None
+    """For a request only one side made: its last message's label (the turn an edited scenario added or dropped)."""
 
     @property
     def label(self) -> str:
@@ -558,6 +560,9 @@ def _diff(
             rd.estimate_b = eb.estimate if eb else None
             rd.messages_a = len(qa.body.get("messages", [])) if qa else None
             rd.messages_b = len(qb.body.get("messages", [])) if qb else None
+            sent = (qa or qb).body.get("messages") if not (qa and qb) else None  # type: ignore[union-attr]
+            if sent and isinstance(sent[-1], dict):
+                rd.last = message_label(sent[-1])
             if qa and qb:
                 if details >= DETAIL_BOUND:
                     rd.detailed = False

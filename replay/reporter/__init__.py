@@ -203,7 +203,13 @@ def diff_lines(d: Diff, *, details: bool = True, max_changes: int = 12) -> list[
             head += f", messages {r.messages_a}→{r.messages_b}"
         if r.estimate_a is not None and r.estimate_b is not None and r.estimate_a != r.estimate_b:
             head += f", estimate {r.estimate_a}→{r.estimate_b}"
+        if r.status != "changed":  # one side only: how much it sent and its last message (the turn added or dropped)
+            count, estimate = (r.messages_b, r.estimate_b) if r.status == "added" else (r.messages_a, r.estimate_a)
+            head += "".join([f", {count} message{'' if count == 1 else 's'}" if count is not None else "",
+                             f", estimate {estimate}" if estimate is not None else ""])
         lines.append(head)
+        if r.status != "changed" and r.last is not None:
+            lines.append(f"  last message: {_short(r.last)}")
         # Each request re-sends the history: what the previous changed request of the role
         # already showed is counted, not repeated, so each request shows what is new in it.
         body = request_lines(r)

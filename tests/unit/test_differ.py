@@ -416,3 +416,19 @@ def test_messages_that_differ_only_in_a_values_type_are_no_equivalent_pair() -> 
         assert d.changed, (old, new)
         assert [(c.path, c.kind) for r in d.requests for c in r.changes] == [("main[0].messages[2].parts[0].content.enabled", "type")]
     assert not diff(with_return(1), with_return(1)).changed
+
+
+def test_a_request_only_one_side_made_says_what_it_sent() -> None:
+    """A turn added to (or dropped from) a scenario: the report said only `main[2] added` / `main[2] removed`,
+    not which turn it was."""
+    from replay.reporter import diff_lines
+
+    three = cassette([["hello"], ["hello", "how are you"], ["hello", "how are you", "again"]])
+    two = cassette([["hello"], ["hello", "how are you"]])
+    lines = diff_lines(diff(two, three))
+    at = lines.index("main[2] added, 3 messages, estimate 21")
+    assert lines[at + 1] == "  last message: again", lines
+    lines = diff_lines(diff(three, two))
+    at = lines.index("main[2] removed, 3 messages, estimate 21")
+    assert lines[at + 1] == "  last message: again", lines
+
