@@ -183,7 +183,10 @@ def did_not_run(recorded: Cassette, replayed: Cassette, where: str = "on this ve
     if error is None or recorded.outcome.error is not None or not recorded.exchanges or replayed.exchanges:
         return None
     first = (error.message.splitlines() or [""])[0][:200]
-    return f"the scenario stopped before its first model request {where}: {error.type.rsplit('.', 1)[-1]}: {first}"
+    why = f"the scenario stopped before its first model request {where}: {error.type.rsplit('.', 1)[-1]}: {first}"
+    if source_edited(recorded, replayed):  # a typo in the edit, not the version: say which could be the cause
+        why += " (the scenario was edited since the recording: the edit may be the cause)"
+    return why
 
 
 def same_versions_warning(a: Cassette, b: Cassette, d: Diff) -> list[str]:

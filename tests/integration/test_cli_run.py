@@ -243,6 +243,23 @@ def test_a_scenario_that_cannot_start_on_this_version_is_an_error_not_a_change(c
         assert doc["error"].startswith(f"{result}: the scenario stopped before its first model request on harness "), doc["error"]
 
 
+
+def test_a_scenario_an_edit_broke_before_its_first_request_does_not_blame_the_version(cli, write_scenario, project: Path) -> None:
+    """An edit that raises before the first model call (a typo: NameError) read "the scenario stopped before its
+    first model request on this version", on the very version it was recorded on."""
+    path = write_scenario()
+    assert cli("record").code == 0
+    source = path.read_text()
+    marker = "async def "
+    head, _, tail = source.partition(marker)
+    fn_line, _, body = tail.partition("\n")
+    path.write_text(head + marker + fn_line + "\n    undefined_helper()\n" + body)
+    r = cli("run", "--format", "json")
+    cell = json.loads(r.out)["scenarios"]["simple/compact"]
+    assert r.code == 2 and cell["status"] == "error"
+    assert cell["error"].endswith("NameError: name 'undefined_helper' is not defined (the scenario was edited since "
+                                  "the recording: the edit may be the cause)"), cell["error"]
+
 OWN_ERRORS = '''
 """A model raising the scenario's own exception class, caught by the scenario; one declared as the outcome."""
 from pydantic_ai import Agent
