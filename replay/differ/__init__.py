@@ -12,6 +12,7 @@ reporter decides how it reads.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -295,6 +296,10 @@ def message_label(message: dict[str, Any]) -> str:
             texts.append(content.strip())
         elif part.get("tool_name"):
             texts.append(f"{part.get('part_kind', 'part')}:{part['tool_name']}")
+            if content is not None and not isinstance(content, str) and _nodes(content, 64) <= 64:
+                # a tool's value that is no text (5, {"total": 6}): without it a tool edited to return 6
+                # instead of 5 read `- removed …: tool-return:add` and `+ inserted …: tool-return:add`
+                texts.append(json.dumps(content, sort_keys=True, default=str))
     text = " ".join(" ".join(texts).split()) or message.get("kind", "message")
     return text if len(text) <= 40 else text[:37] + "..."
 

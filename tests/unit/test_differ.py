@@ -432,3 +432,20 @@ def test_a_request_only_one_side_made_says_what_it_sent() -> None:
     at = lines.index("main[2] removed, 3 messages, estimate 21")
     assert lines[at + 1] == "  last message: again", lines
 
+
+def test_a_tool_return_that_is_no_text_is_labelled_by_its_value() -> None:
+    """A tool edited to return 6 instead of 5: the report said `- removed messages[0]: tool-return:add` and
+    `+ inserted messages[0]: tool-return:add`, the same words on both lines."""
+    from replay.differ import message_label
+
+    def ret(value: Any) -> dict[str, Any]:
+        return {"kind": "request", "parts": [{"part_kind": "tool-return", "tool_name": "add", "content": value}]}
+
+    assert message_label(ret(5)) == "tool-return:add 5"
+    assert message_label(ret(6)) == "tool-return:add 6"
+    assert message_label(ret({"total": 6, "n": 2})) == 'tool-return:add {"n": 2, "total": 6}'
+    assert message_label(ret({"items": list(range(99))})) == "tool-return:add"  # a large value: its kind only
+    assert message_label(ret(None)) == "tool-return:add"
+    assert message_label(ret("six")) == "six"  # text is the label, as before
+    call = {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "add", "args": {"a": 2}}]}
+    assert message_label(call) == "tool-call:add"  # a call's arguments change as a field diff
