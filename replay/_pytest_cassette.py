@@ -138,17 +138,23 @@ class TestCassette:
 
     def unrecorded(self, divergence: Divergence) -> str:
         where = f"request #{divergence.index + 1} of role {divergence.role!r}"
+        hint = self._flag_hint()
         if not self.path.is_file():
             missing = f"it has no cassette ({shown(self.path)})"
         else:
-            held = len(self.recorded.by_role().get(divergence.role, [])) if self.recorded else 0
+            roles = self.recorded.by_role() if self.recorded else {}
+            held = len(roles.get(divergence.role, []))
             missing = f"{shown(self.path)} holds {held} request(s) of that role"
+            if not held and roles:  # an agent renamed since: appending its calls leaves the old role's never made
+                others = ", ".join(f"{r} {len(xs)}" for r, xs in roles.items())
+                missing = f"{shown(self.path)} has no request of that role (it holds {others})"
+                hint = "re-record the test with --replay-mode=all"
         if self.mode == "none":
             why = " (the default when CI is set)" if self.mode_is_default else ""
             policy = f"--replay-mode=none{why} only replays"
         else:
             policy = f"--replay-mode={self.mode} only replays an existing cassette"
-        return f"harness-replay: test {self.nodeid} made {where}, but {missing} and {policy}; {self._flag_hint()}"
+        return f"harness-replay: test {self.nodeid} made {where}, but {missing} and {policy}; {hint}"
 
     def scrubbed_note(self) -> str | None:
         """Why a test failing on its own may have: a recorded answer holds a scrubbed secret, and a test

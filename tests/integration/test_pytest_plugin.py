@@ -1399,3 +1399,31 @@ def test_a_real_model_call_is_said_at_once_under_xdist(pytester: pytest.Pytester
     text = output(recorded)
     assert text.count("called openai:gpt-4o-mini to record cassettes/test_provider/test_agent.cassette") == 1
     assert text.index("called openai:gpt-4o-mini") < text.index("(1 called a real model)")
+
+
+RENAMED_TEST = '''
+import os
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, TextPart
+from pydantic_ai.models.function import FunctionModel
+
+
+@pytest.mark.replay
+def test_named():
+    agent = Agent(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("hi")])), name=os.environ.get("AGENT_NAME"))
+    assert agent.run_sync("hello").output == "hi"
+'''
+
+
+def test_an_agent_renamed_since_the_recording_is_not_told_to_append(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`name="bot"` given to the test's agent: the failure said the cassette "holds 0 request(s) of that role"
+    and to append it with --replay-mode=new, which records bot's calls and then fails on main's never made."""
+    monkeypatch.delenv("CI", raising=False)
+    pytester.makepyfile(test_renamed=RENAMED_TEST)
+    run(pytester, monkeypatch, AGENT_NAME="").assert_outcomes(passed=1)
+    renamed = run(pytester, monkeypatch, "--replay-mode=none", AGENT_NAME="bot")
+    renamed.assert_outcomes(failed=1)
+    assert ("made request #1 of role 'bot', but cassettes/test_renamed/test_named.cassette has no request of that role "
+            "(it holds main 1) and --replay-mode=none only replays; re-record the test with --replay-mode=all") in output(renamed)
