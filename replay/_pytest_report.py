@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from ._untrusted import _pair, _short, visible
 from .differ import Change, Diff, RequestDiff, natural_key
-from .reporter import diff_lines, entry_line
+from .reporter import diff_lines, entry_line, request_head
 
 Paint = Callable[[str, str], str]
 """(text, colour) → text with the terminal's markup, or unchanged when it has none."""
@@ -79,12 +79,8 @@ def _colour(line: str, paint: Paint) -> str:
 
 
 def request_lines(r: RequestDiff, *, verbose: bool, paint: Paint = _plain) -> list[str]:
-    head = f"{r.label} {r.status}"
-    if r.messages_a is not None and r.messages_b is not None and r.messages_a != r.messages_b:
-        head += f", messages {r.messages_a}→{r.messages_b}"
-    if r.estimate_a is not None and r.estimate_b is not None and r.estimate_a != r.estimate_b:
-        head += f", estimate {r.estimate_a}→{r.estimate_b}"
-    out = [paint(visible(head), "bold")]
+    head, *last = request_head(r)
+    out = [paint(visible(head), "bold"), *(visible(line) for line in last)]
     out += ["  " + _colour(visible(entry_line(e)), paint) for e in r.entries if e.kind != "changed"]
     for c in sorted(r.changes, key=lambda c: natural_key(c.path)):
         out += ["  " + ln for ln in change_lines(c, verbose=verbose, paint=paint)]

@@ -198,18 +198,7 @@ def diff_lines(d: Diff, *, details: bool = True, max_changes: int = 12) -> list[
         return lines
     last: dict[str, tuple[str, set[str]]] = {}
     for r in d.requests:
-        head = f"{r.label} {r.status}"
-        if r.messages_a is not None and r.messages_b is not None and r.messages_a != r.messages_b:
-            head += f", messages {r.messages_a}→{r.messages_b}"
-        if r.estimate_a is not None and r.estimate_b is not None and r.estimate_a != r.estimate_b:
-            head += f", estimate {r.estimate_a}→{r.estimate_b}"
-        if r.status != "changed":  # one side only: how much it sent and its last message (the turn added or dropped)
-            count, estimate = (r.messages_b, r.estimate_b) if r.status == "added" else (r.messages_a, r.estimate_a)
-            head += "".join([f", {count} message{'' if count == 1 else 's'}" if count is not None else "",
-                             f", estimate {estimate}" if estimate is not None else ""])
-        lines.append(head)
-        if r.status != "changed" and r.last is not None:
-            lines.append(f"  last message: {_short(r.last)}")
+        lines += request_head(r)
         # Each request re-sends the history: what the previous changed request of the role
         # already showed is counted, not repeated, so each request shows what is new in it.
         body = request_lines(r)
@@ -246,6 +235,22 @@ def _outcome_words(a: Any, b: Any) -> tuple[Any, Any]:
     if short[0] is None or short[1] is None or short[0] == short[1]:
         return a, b
     return short
+
+
+def request_head(r: RequestDiff) -> list[str]:
+    """``main[1] changed, estimate 7→10``; for a request one side only made, its size and then its last message
+    (``main[3] added, 7 messages, estimate 11`` / ``  last message: again``): the turn an edit added or dropped."""
+    head = f"{r.label} {r.status}"
+    if r.messages_a is not None and r.messages_b is not None and r.messages_a != r.messages_b:
+        head += f", messages {r.messages_a}→{r.messages_b}"
+    if r.estimate_a is not None and r.estimate_b is not None and r.estimate_a != r.estimate_b:
+        head += f", estimate {r.estimate_a}→{r.estimate_b}"
+    if r.status == "changed":
+        return [head]
+    count, estimate = (r.messages_b, r.estimate_b) if r.status == "added" else (r.messages_a, r.estimate_a)
+    head += "".join([f", {count} message{'' if count == 1 else 's'}" if count is not None else "",
+                     f", estimate {estimate}" if estimate is not None else ""])
+    return [head] + ([f"  last message: {_short(r.last)}"] if r.last is not None else [])
 
 
 def request_lines(r: RequestDiff) -> list[tuple[str, str]]:

@@ -449,3 +449,14 @@ def test_a_tool_return_that_is_no_text_is_labelled_by_its_value() -> None:
     assert message_label(ret("six")) == "six"  # text is the label, as before
     call = {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "add", "args": {"a": 2}}]}
     assert message_label(call) == "tool-call:add"  # a call's arguments change as a field diff
+
+
+def test_a_request_only_one_side_made_says_what_it_sent_in_a_pytest_failure_too() -> None:
+    """The pytest plugin's failure lists requests with its own lines: `main[2] added` alone there too."""
+    from replay._pytest_report import failure_lines
+
+    three = cassette([["hello"], ["hello", "how are you"], ["hello", "how are you", "again"]])
+    two = cassette([["hello"], ["hello", "how are you"]])
+    lines = failure_lines(diff(two, three))
+    at = lines.index("main[2] added, 3 messages, estimate 21")
+    assert lines[at + 1] == "  last message: again", lines
