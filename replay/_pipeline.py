@@ -28,7 +28,7 @@ from .cassette import (
     write_atomic,
 )
 from .config import Config
-from .differ import Diff, diff, same_value, source_edited
+from .differ import EDITED, EDITED_SAME, Diff, diff, same_value, source_edited
 from .errors import CassetteError, ReplayError
 from .normaliser import Rules
 from .recorder import UnrecordableValue, record
@@ -270,6 +270,8 @@ def replay_scenario(
     d.warnings += python_warning(recorded, result.result)
     d.warnings += same_versions_warning(recorded, result.result, d)
     d.warnings += carried_over_warning(recorded, "the recording")
+    if not d.changed and not failures:  # a refactor sending the same: nothing came from the edit, say how to catch up
+        d.warnings = [EDITED_SAME if w == EDITED else w for w in d.warnings]
     d.price(prices())
     return ScenarioReport(
         sc.id,
@@ -391,7 +393,9 @@ def accept(
             out.append(AcceptOutcome(sid, "not accepted", f"error: {r.error or 'no cassette'}"))
             continue
         if r.status == "same" or r.diff is None:
-            out.append(AcceptOutcome(sid, "unchanged"))
+            edited = r.diff is not None and EDITED_SAME in r.diff.warnings  # --accept takes changed replays only
+            out.append(AcceptOutcome(sid, "unchanged", "the scenario's source changed since the recording: "
+                                     "`replay record --force` updates the cassette" if edited else ""))
             continue
         path = Path(r.cassette)
         try:

@@ -689,12 +689,18 @@ def source_edited(a: Cassette, b: Cassette) -> bool:
     return bool(ha.source_hash and hb.source_hash and ha.source_hash != hb.source_hash)
 
 
+EDITED = "the scenario's source changed since the recording: a difference may come from the edit, not the harness"
+EDITED_SAME = ("the scenario's source changed since the recording, what it sends did not: `replay record --force` "
+               "updates the cassette")
+"""The edit warning of a replay that is ``same`` (:func:`replay._pipeline.replay_scenario`): no difference to explain."""
+
+
 def _warnings(a: Cassette, b: Cassette) -> list[str]:
     ia, ib = a.header.scenario_id, b.header.scenario_id
     if ia and ib and ia != ib:  # `diff x.cassette y.cassette` of two scenarios read "the scenario's source changed"
         return [f"the cassettes hold two different scenarios ({ia!r}, {ib!r}): not one scenario on two versions"]
     if source_edited(a, b):
-        return ["the scenario's source changed since the recording: a difference may come from the edit, not the harness"]
+        return [EDITED]
     return []
 
 

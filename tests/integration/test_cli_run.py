@@ -116,6 +116,21 @@ def test_edited_scenario_is_flagged_but_not_a_change(cli, write_scenario, projec
     assert "source changed since the recording" in r.out
 
 
+def test_an_edited_scenario_that_replays_same_says_how_to_update_its_cassette(cli, write_scenario, project: Path) -> None:
+    """A refactor of the scenario that sends the same requests: SAME, warned "a difference may come from the edit"
+    (there was none) on every run, and `--accept` said `unchanged`, leaving the warning for good."""
+    path = write_scenario()
+    cli("record")
+    path.write_text(path.read_text().replace('"""Two turns', '"""Four turns'))
+    r = cli("run", "--accept")
+    assert r.code == 0 and "1 same" in r.out
+    said = "the scenario's source changed since the recording, what it sends did not: `replay record --force` updates the cassette"
+    assert said in r.out and "a difference may come from the edit" not in r.out, r.out
+    assert "unchanged    simple/compact: the scenario's source changed since the recording: `replay record --force` updates the cassette" in r.err
+    assert cli("record", "--force").code == 0
+    r = cli("run")
+    assert r.code == 0 and "source changed" not in r.out, r.out
+
 def test_an_edited_scenario_that_changed_is_blamed_on_the_edit_alone(cli, write_scenario, project: Path) -> None:
     """Both warnings came together: the edit, and "the change comes from the scenario ... `--check-determinism`
     tells the two apart", whose advice finds nothing when the scenario's own code was edited."""
