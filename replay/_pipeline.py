@@ -148,6 +148,8 @@ def not_as_declared(sc: Scenario, cassette: Cassette) -> str | None:
         else "returned normally"
     )
     expected = f"expected {sc.expect_error}" if sc.expect_error else "declare it with @scenario(expect_error=...) if intended"
+    if error is not None and error.type == "replay.errors.ReplayUsageError":  # run.observe(123, …): no outcome to declare
+        expected = "a mistake in the scenario's use of harness-replay, not an outcome"
     return f"{why}; {expected}"
 
 

@@ -406,6 +406,9 @@ def test_an_observation_named_by_no_string_is_that_scenarios_error(cli, write_sc
     assert errors[0].startswith("error     obs/a_named -> cassettes/obs/a_named.cassette: raised ReplayUsageError: "
                                 "run.observe: the name is a non-empty string, got 123;")
     assert "run.expect('x', ...): value is not JSON-able" in errors[1]
+    # a misuse of replay's own API is no error to declare as the outcome (it was told to: expect_error=...)
+    assert not [line for line in errors if "expect_error" in line], errors
+    assert errors[0].endswith("got 123; a mistake in the scenario's use of harness-replay, not an outcome; nothing written")
     assert not (project / "cassettes" / "obs" / "a_named.cassette").exists()
 
 
