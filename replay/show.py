@@ -8,6 +8,7 @@ points at exactly what changed; ``--format json`` has everything.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -141,6 +142,17 @@ def text_lines(cassette: Cassette, *, normalized: bool = False) -> Iterator[str]
         yield visible(line)
 
 
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_$@][^:]*")
+
+
+def _key(key: Any) -> str:
+    """A map key as the normalised view prints it: plain when it starts with a letter, digit, ``_``, ``$`` or ``@``
+    and holds no colon, JSON-quoted otherwise. A key is cassette text at the start of a line, where GitHub Actions
+    reads ``::stop-commands::…``, ``::add-mask::…`` or ``##[error]…`` as a workflow command (after blanks)."""
+    text = str(key)
+    return text if _PLAIN_KEY.fullmatch(text) and text == text.rstrip() else _line(text)
+
+
 def _entry(head: str, value: Any, indent: str) -> Iterator[str]:
     """One field of the normalised view as lines: nested values indented (keys sorted), multi-line
     strings one line per line (behind a ``|`` gutter), so ``git diff`` of two cassettes marks the very field and line that
@@ -148,7 +160,7 @@ def _entry(head: str, value: Any, indent: str) -> Iterator[str]:
     if isinstance(value, dict) and value:
         yield head
         for key in sorted(value, key=str):
-            yield from _entry(f"{indent}  {key}:", value[key], indent + "  ")
+            yield from _entry(f"{indent}  {_key(key)}:", value[key], indent + "  ")
     elif isinstance(value, list) and value:
         yield head
         for item in value:

@@ -37,3 +37,27 @@ def test_json_output_scrubs_and_serialises_only_what_it_writes(monkeypatch) -> N
     whole = io.StringIO()
     write_bounded(json_chunks(scrubbed_lazily({"requests": [{"k": "ghp_" + "a1B2" * 9}]}), indent=2), whole.write, None)
     assert "ghp_" not in whole.getvalue() and "<secret:" in whole.getvalue()  # each item is still scrubbed
+
+
+def test_normalized_view_never_starts_a_line_with_cassette_text() -> None:
+    """A map key of a cassette (tool arguments, metadata, a JSON schema) started a line of the normalised view,
+    the git textconv: GitHub Actions reads any log line whose first non-blank characters are ``::`` or ``##[`` as a
+    workflow command, so a key ``::stop-commands::x`` in a pull request's cassette silenced the job's annotations
+    (``::add-mask::…`` hid text, ``::error …`` forged one) wherever `git diff` or `replay show` ran in CI."""
+    import hostile as h
+    from conftest import ROOT
+
+    from replay.cassette import loads
+    from replay.show import render_text
+
+    w = h.wire((ROOT / "cassettes" / "coverage" / "tool_call.cassette").read_bytes())
+    commands = ["::stop-commands::x", "##[add-mask]y", " ::error title=T::forged", "", "a: b", "- c"]
+    w["messages"][1]["parts"][0]["args"] = {c: {c: 1} for c in commands}
+    w["observations"] = [{"name": "n", "value": {c: [c] for c in commands}}]
+    text = render_text(loads(h.pack(w)), normalized=True)
+    starts = [ln for ln in text.splitlines() if ln.lstrip().startswith(("::", "##["))]
+    assert not starts, starts[:3]
+    assert '"::stop-commands::x": 1' in text and '"a: b":' in text and '"":' in text  # quoted, still shown
+    assert "b: 3" not in text and "a: 2" not in text  # (the args were replaced) plain keys stay plain:
+    plain = render_text(loads((ROOT / "cassettes" / "coverage" / "tool_call.cassette").read_bytes()), normalized=True)
+    assert "          a: 2" in plain and "additionalProperties: false" in plain
