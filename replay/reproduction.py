@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import html
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -421,11 +423,20 @@ def commands(req: Request) -> list[str]:
 # --------------------------------------------------------------------------- rendering
 
 
+_MD_TEXT = str.maketrans({"\\": "\\\\", "&": "&amp;", "<": "&lt;", ">": "&gt;", "|": "\\|"})
+_LINK_CLOSE = re.compile(r"\](?=[(\[])")
+
+
 def _md(text: str) -> str:
-    """Safe inside a Markdown table cell: pipes escaped, HTML and newlines neutralised."""
-    return (
-        text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|").replace("\n", "\\n")
-    )
+    """Cassette text as plain Markdown (a table cell, a sentence): one line, no HTML tag or entity, and no link or
+    image: a ``]`` before ``(`` or ``[`` is escaped (an observation ``![x](https://…)`` was an image in the issue the
+    report was pasted into), other brackets stay as they read (``main[0]``)."""
+    return visible(_LINK_CLOSE.sub(r"\\]", str(text).translate(_MD_TEXT)))  # visible last: its backslashes are text
+
+
+def _html(text: str) -> str:
+    """Text inside an HTML element of the report (``<summary><code>…``), where Markdown escapes are not read."""
+    return html.escape(visible(str(text)))
 
 
 def _json(value: Any, limit: int = 120) -> str:
@@ -498,17 +509,17 @@ def _table(header: list[str], rows: list[tuple[str, list[str]]], escape_cells: b
 def render_markdown(report: Report) -> str:
     """The report as Markdown for an issue: facts per version, trials, controls, source, commands."""
     versions = report["versions"]
-    labels = [f"`{_md(v['spec'])}`" for v in versions]
+    labels = [md_code(v["spec"]) for v in versions]
     sid = report["scenario"]
     rec = report["recording"]
     doc_first = (report.get("doc") or "").strip().split("\n\n")[0].replace("\n", " ")
-    out = [f"## Reproduction: `{sid}` on pydantic-ai-harness {', '.join(v['spec'] for v in versions)}", ""]
+    out = [f"## Reproduction: {md_code(sid)} on pydantic-ai-harness {_md(', '.join(v['spec'] for v in versions))}", ""]
     if doc_first:
         out += [f"> {doc_first}", ""]
     out += [
-        f"Scenario `{sid}` from `{report.get('file')}`, recorded on harness {rec['harness']} "
-        f"(pydantic-ai-slim {rec['slim']}, pydantic {rec['pydantic']}, Python {rec['python']}, {rec['platform']}) "
-        f"into `{rec['cassette']}` (sha256 `{rec['sha256']}`), then replayed on each version in its own "
+        f"Scenario {md_code(sid)} from {md_code(str(report.get('file')))}, recorded on harness {_md(rec['harness'])} "
+        f"(pydantic-ai-slim {_md(rec['slim'])}, pydantic {_md(rec['pydantic'])}, Python {_md(rec['python'])}, "
+        f"{_md(rec['platform'])}) into {md_code(rec['cassette'])} (sha256 {md_code(rec['sha256'])}), then replayed on each version in its own "
         f"environment without calling any model: {report['trials']} fresh-process trial(s) per version, "
         f"each version's result cassettes judged by that version's own `replay check`.",
         "",
@@ -521,22 +532,22 @@ def render_markdown(report: Report) -> str:
         n = len(v["trials"])
         same = sum(t["verdict"] == v["trials"][0]["verdict"] for t in v["trials"])
         trials = (
-            f"{n} of {n} byte-identical (`{v['trials'][0]['verdict']}`)"
+            f"{n} of {n} byte-identical ({md_code(v['trials'][0]['verdict'])})"
             if v["identical"]
-            else f"DIFFERENT: {same} of {n} match trial 1; first difference {v['first_difference']}"
+            else _md(f"DIFFERENT: {same} of {n} match trial 1; first difference {v['first_difference']}")
         )
         freeze = f"`{v['freeze_sha256']}` ({len(v['freeze'])} packages)" if v.get("freeze_sha256") else "-"
         if v.get("env_error"):
-            trials = f"environment error: {v['env_error']}"
+            trials = _md(f"environment error: {v['env_error']}")
         out.append(
-            f"| `{_md(v['spec'])}` | {v.get('harness') or '-'} | {v.get('slim') or '-'} | {v.get('pydantic') or '-'} "
-            f"| {v.get('python') or '-'} | {v.get('platform') or '-'} | {freeze} | {_md(trials)} |"
+            f"| {md_code(v['spec'])} | {_md(v.get('harness') or '-')} | {_md(v.get('slim') or '-')} | {_md(v.get('pydantic') or '-')} "
+            f"| {_md(v.get('python') or '-')} | {_md(v.get('platform') or '-')} | {freeze} | {trials} |"
         )
-    out += ["", f"### `{sid}`", ""]
+    out += ["", f"### {md_code(sid)}", ""]
     out += _table(["", *labels], _rows(versions, sid))
     controls = report.get("controls") or []
     if controls:
-        out += ["", f"### Controls: the other scenarios of `{report.get('file')}`", ""]
+        out += ["", f"### Controls: the other scenarios of {md_code(str(report.get('file')))}", ""]
         rows = []
         for c in controls:
             cells = []
@@ -549,26 +560,26 @@ def render_markdown(report: Report) -> str:
                 bits += [f"{o['name']} = {_json(o['value'], 60)}" for o in e.get("observations", [])]
                 bits += _violations(e) or ["no violation"]
                 cells.append("<br>".join(_md(b) for b in bits))
-            rows.append((f"`{_md(c)}`", cells))
+            rows.append((md_code(c), cells))
         out += _table(["scenario", *labels], rows, escape_cells=False)
     sent = [(v, v["scenarios"].get(sid, {}).get("sent")) for v in versions]
     if any(text for _, text in sent):
-        out += ["", f"### What each version sent (`{sid}`, trial 1)", ""]
+        out += ["", f"### What each version sent ({md_code(sid)}, trial 1)", ""]
         for v, text in sent:
             if not text:
                 continue
             block = md_fence(text.rstrip("\n").split("\n"))  # longer than any fence the cassette's text holds
-            out += [f"<details><summary><code>{_md(v['spec'])}</code>: every request and answer</summary>", "",
+            out += [f"<details><summary><code>{_html(v['spec'])}</code>: every request and answer</summary>", "",
                     block[0] + "text", *block[1:], "", "</details>", ""]
     out += ["", "### Environments in full", ""]
     for v in versions:
         if v.get("freeze"):
-            out += [f"<details><summary><code>{_md(v['spec'])}</code>: pip freeze</summary>", "", "```text"]
+            out += [f"<details><summary><code>{_html(v['spec'])}</code>: pip freeze</summary>", "", "```text"]
             out += [_portable(line) for line in v["freeze"]]
             out += ["```", "", "</details>", ""]
     if report.get("source"):
         block = md_fence(report["source"].rstrip("\n").split("\n"))
-        out += [f"### Scenario source: `{report.get('file')}`", "", block[0] + "python", *block[1:], ""]
+        out += [f"### Scenario source: {md_code(str(report.get('file')))}", "", block[0] + "python", *block[1:], ""]
     out += ["### Reproduce", "", "```sh", *report["commands"], "```", ""]
     out.append(f"_Generated by harness-replay {report['tool_version']} (`replay report`)._")
     return "\n".join(out) + "\n"

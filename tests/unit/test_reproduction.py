@@ -292,3 +292,24 @@ def test_the_report_shows_no_terminal_escape_from_a_cassette(tmp_path: Path) -> 
     assert "`````text\n== main[0]\n  ````\n" in md  # the fence is longer than any run inside
     js = rp.emit(report, "json", None)
     assert "\x1b" not in js and "\u202e" not in js and json.loads(js)["recording"]["platform"] == "linux\x1b]0;pwned\x07"
+
+
+def test_cassette_text_cannot_add_markdown_to_the_report() -> None:
+    """The recording's header fields (from the cassette: a pull request's) went into the report's prose raw, so a
+    newline in ``platform`` added headings and paragraphs of its own, and table cells escaped only ``| < > &``: an
+    observation or output ``![x](https://…)`` was an image in the issue it was pasted into, ``[fix](…)`` a link."""
+    import re
+
+    report = _report()
+    report["recording"]["platform"] = "linux\n\n## Forged heading\n[click](https://evil.example)"
+    report["recording"]["harness"] = "0.62.0 ![p](https://evil.example/p.png)"
+    entry = report["versions"][0]["scenarios"]["a/b"]
+    entry["outcome"] = {"status": "ok", "output": "![p](https://evil.example/p.png) \\[x](https://evil.example)"}
+    entry["observations"] = [{"name": "n", "value": "[fix](https://evil.example)"}]
+    entry["violations"] = [{"invariant": "x", "role": "main", "index": 0, "message": "[a][b] <img src=x>"}]
+    report["versions"][0]["scenarios"]["a/control"] = dict(entry)
+    md = rp.emit(report, "markdown", None)
+    assert "\n## Forged" not in md and "linux\\n\\n## Forged heading" in md  # shown, on its line
+    links = re.findall(r"(?<!\\)\[[^\]\n]*(?<!\\)\][(\[]", md)
+    assert not links, links
+    assert "evil.example" in md and "x main[0]: [a\\][b] &lt;img src=x&gt;" in md  # still shown, as text
