@@ -55,16 +55,29 @@ def _visible_char(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
+_workflow_command = on_use(r"(?m)^([ \t]*)([:#])(?=:|#\[)")
+"""A line that GitHub Actions reads as a workflow command: ``::`` or ``##[`` after blanks (the runner trims them)."""
+
+
+def _not_a_command(match: re.Match[str]) -> str:
+    return match.group(1) + ("\\x3a" if match.group(2) == ":" else "\\x23")
+
+
 def visible(text: str, *, multiline: bool = False) -> str:
     """``text`` with every control, format and line-separator character shown as an escape.
 
     The one escaping step for terminal text: ``\\x1b`` cannot start a sequence, ``\\r`` cannot
-    overwrite a line and, unless ``multiline``, ``\\n`` cannot start a forged one.
+    overwrite a line and, unless ``multiline``, ``\\n`` cannot start a forged one. Nor can a line
+    (``text``, or with ``multiline`` each of its lines) start with ``::`` or ``##[``, which the GitHub Actions
+    runner reads as a workflow command (``::stop-commands::…`` silenced the job's annotations): its first
+    character is shown as ``\\x3a`` / ``\\x23``.
     """
     pattern = _unsafe_block() if multiline else _UNSAFE_LINE
-    if pattern.search(text) is None:
-        return text
-    return pattern.sub(_visible_char, text)
+    if pattern.search(text) is not None:
+        text = pattern.sub(_visible_char, text)
+    if ("::" in text or "##[" in text) and _workflow_command().search(text) is not None:
+        text = _workflow_command().sub(_not_a_command, text)
+    return text
 
 
 def _json_char(match: re.Match[str]) -> str:

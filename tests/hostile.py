@@ -274,6 +274,8 @@ HOSTILE_TEXT: list[str] = [
     "nul\x00byte\x7f",
     "`|</testcase><script>alert(1)</script>&amp;]]>",  # Markdown, XML and HTML breakers
     "../../../../tmp/replay-escape",
+    "::stop-commands::replay",  # a GitHub workflow command, were it to start a line
+    "##[add-mask]replay",
     "/tmp/replay-absolute",
     "x" * 5000,
 ]
@@ -361,6 +363,10 @@ class CommandResult:
         text = (self.out + self.err).replace("\r\n", "\n")
         found = [f"{ch!r} at {m.start()}" for m in _UNSAFE.finditer(text) if (ch := m.group()) not in "\n\t"]
         found += [f"forged line {ln[:40]!r}" for ln in text.splitlines() if ln.lstrip().startswith(ESCAPE_MARKERS)]
+        found += [  # GitHub Actions reads these as workflow commands (`::stop-commands::…`); the tool's own is `::error file=`
+            f"workflow command {ln[:40]!r}" for ln in text.splitlines()
+            if ln.lstrip().startswith(("::", "##[")) and not ln.startswith(("::error file=", "::error title="))
+        ]
         return found
 
     def crashed(self) -> bool:

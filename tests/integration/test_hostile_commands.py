@@ -226,3 +226,25 @@ def test_html_report_escapes_cassette_strings() -> None:
     page = render_html(doc)
     assert "<script>alert" not in page and "<img src" not in page
     assert_clean(page.replace("\n", ""), "html")
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "junit"])
+def test_no_output_line_starts_a_github_workflow_command(cli, tmp_path: Path, fmt: str, monkeypatch) -> None:
+    """A role named ``::stop-commands::x`` started the lines of `replay diff` (``::stop-commands::x[0] changed``):
+    GitHub Actions reads such a line as a workflow command, and this one silenced the job's own annotations."""
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    sides = []
+    for n, suffix in enumerate(("", " changed")):
+        w = h.wire(TOOL_CALL.read_bytes())
+        for ex in w["exchanges"]:
+            ex["role"] = "::stop-commands::x" if ex["role"] == "main" else ex["role"]
+        w["header"]["roles"] = {"##[add-mask]y": "m"}
+        w["messages"][0]["parts"][0]["content"] += suffix
+        sides.append(tmp_path / f"{n}.cassette")
+        sides[-1].write_bytes(h.pack(w))
+    for args in (("diff", *sides, "--format", fmt), ("check", sides[1], "--format", fmt)):
+        r = cli(*args)
+        assert r.code == (1 if args[0] == "diff" else 0), (args, r.err)
+        lines = [ln for ln in (r.out + r.err).splitlines() if ln.lstrip().startswith(("::", "##["))]
+        assert all(ln.startswith("::error file=") for ln in lines), lines  # only the tool's own annotation
+        assert "x3a:stop-commands::x[0]" in r.out or fmt == "junit" or args[0] == "check"  # still named

@@ -170,3 +170,19 @@ def test_dumps_json_of_a_value_that_holds_itself_fails_as_json_does() -> None:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def test_no_escaped_line_starts_a_workflow_command() -> None:
+    """GitHub Actions reads a log line whose first non-blank characters are ``::`` or ``##[`` as a workflow command.
+    A role named ``::stop-commands::x`` in a pull request's cassette started the lines of `replay diff` (text,
+    Markdown, JUnit: ``::stop-commands::x[0] changed``), which silenced the job's own ``::error`` annotations."""
+    for text in ("::stop-commands::x[0] changed", "  ::add-mask::y", " ##[error]z", "##[warning]w"):
+        shown = visible(text)
+        assert not shown.lstrip().startswith(("::", "##[")), shown
+        assert shown.lstrip().startswith(("\\x3a:", "\\x23#[")) and shown.endswith(text.lstrip()[1:])  # still legible
+    block = visible("ok\n::error title=x::forged\n \t##[add-mask]s\nfine :: here", multiline=True)
+    assert [ln for ln in block.splitlines() if ln.lstrip().startswith(("::", "##["))] == []
+    assert block.endswith("\nfine :: here")  # only at the start of a line
+    assert visible("a ::b ##[c") == "a ::b ##[c" and visible(":x") == ":x" and visible("#[x") == "#[x"
+    body = xml_text("x\n::error::y")
+    assert "\n\\x3a:error::y" in body and ET.fromstring(f"<a>{body}</a>") is not None
