@@ -682,8 +682,8 @@ def render_text(result: Result) -> None:
     for sid, row in result["scenarios"].items():
         table.add_row(esc(sid), *_cells(row, specs, styled))
     console.print(table)
-    for row in result["versions"]:
-        console.print(esc(_version_line(row)))
+    for row in result["versions"]:  # one line each, unwrapped: a wrap would start a line with its text (`::…`)
+        console.print(esc(_version_line(row)), soft_wrap=True)
 
 
 def _cells(row: dict[str, Any], specs: list[str], render: Callable[[Cell, list[str]], str]) -> list[str]:

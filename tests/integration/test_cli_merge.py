@@ -204,3 +204,16 @@ def test_html_never_writes_over_the_results_it_reads(tmp_path: Path, cli: Callab
     assert r.code == 2 and r.err.strip().splitlines() == [
         "replay: error: good.json: --out names one of the results files read; the page would replace it"]
     assert good.read_bytes() == before
+
+
+def test_a_long_version_line_is_not_wrapped_into_a_workflow_command(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    """A version row's error (environment output, from another job's shard file) was wrapped at 160 columns, and the
+    wrap put ``::stop-commands::z`` at the start of a line: GitHub Actions reads it as a workflow command."""
+    doc = _valid()
+    doc["versions"][0].update(status="error", error="pip failed " + "e" * 150 + " ::stop-commands::z")
+    shard = tmp_path / "shard.json"
+    shard.write_text(json.dumps(doc))
+    result = cli("merge", str(shard), cwd=tmp_path)
+    assert result.code == 1, result.err
+    assert not [ln for ln in result.out.splitlines() if ln.lstrip().startswith("::")], result.out
+    assert "0.54.0: error: pip failed eee" in result.out and "eee ::stop-commands::z\n" in result.out  # one line
