@@ -495,24 +495,69 @@ def github_annotations(reports: Sequence[ScenarioReport], *, checks_only: bool =
 _FAILING = ("violation:", "violation (new)", "violation (worse)")
 
 
+STEP_SUMMARY_BYTES = 1024 * 1024
+"""GitHub shows a step's summary only up to 1 MiB: past it, the upload of the whole file is aborted."""
+
+
+def _fit_summary(text: str, room: int) -> str:
+    """``text`` cut at a line so that it, the code block and ``<details>`` it leaves open closed, and a note saying
+    so take at most ``room`` bytes (empty when not even the note fits)."""
+    note = "\n_… harness-replay: step summary truncated (GitHub shows 1 MiB); run the command with `--format markdown` for all of it._\n"
+    budget = room - len(note.encode()) - 64  # 64: the closing fence and tags (a fence is at most a few backticks)
+    if budget <= 0:
+        return ""
+    kept: list[str] = []
+    used = 0
+    fence: str | None = None
+    details = 0
+    for line in text.splitlines():
+        size = len(line.encode()) + 1
+        closing = (len(fence) + 1 if fence else 0) + len("</details>\n") * details
+        if used + size + closing > budget:
+            break
+        kept.append(line)
+        used += size
+        if fence is None and len(line) >= 3 and set(line) == {"`"}:
+            fence = line
+        elif fence is not None and line == fence:
+            fence = None
+        elif fence is None and line.startswith("<details>"):
+            details += 1
+        elif fence is None and line == "</details>" and details:
+            details -= 1
+    if fence is not None:
+        kept.append(fence)
+    kept += ["</details>"] * details
+    return "\n".join(kept) + "\n" + note
+
+
 def write_step_summary(text: str) -> None:
     """Append Markdown to GitHub's job summary when running in Actions.
 
     Each block starts on a blank line: two commands in one job (``run`` then ``check``) otherwise
     put the second heading right after the first's ``</details>``, where CommonMark reads it as
-    part of the HTML block and shows ``### …`` literally.
+    part of the HTML block and shows ``### …`` literally. The file is kept within
+    :data:`STEP_SUMMARY_BYTES` (a cassette of 80,000 expectations made 13.8 MB, and GitHub showed none of it).
     """
+    import sys
+
+    from ._untrusted import visible
+
     path = os.environ.get("GITHUB_STEP_SUMMARY")
     if not path:
         return
+    text = text if text.startswith("\n") else "\n" + text
     try:
         with open(path, "a", encoding="utf-8") as fh:
-            fh.write(text if text.startswith("\n") else "\n" + text)
+            room = STEP_SUMMARY_BYTES - fh.tell()
+            if len(text.encode()) > room:
+                text = _fit_summary(text, room)
+                if not text:
+                    print(visible(f"replay: warning: GITHUB_STEP_SUMMARY={path}: full (GitHub shows 1 MiB); "
+                                  "this summary is not added"), file=sys.stderr)
+                    return
+            fh.write(text)
     except OSError as exc:  # the verdict is on stdout and in the exit code; a summary it cannot add was a traceback
-        import sys
-
-        from .._untrusted import visible
-
         reason = exc.strerror or type(exc).__name__
         print(visible(f"replay: warning: GITHUB_STEP_SUMMARY={path}: cannot append the step summary: {reason}"),
               file=sys.stderr)

@@ -187,3 +187,26 @@ def test_an_outcome_that_became_an_error_names_the_error_first() -> None:
     (line,) = [ln for ln in diff_lines(d) if ln.startswith("outcome")]
     old, new = line.removeprefix("outcome: ").split(" → ")
     assert old != new, line
+
+
+def test_the_step_summary_stays_within_what_github_shows(tmp_path, monkeypatch) -> None:
+    """GitHub drops a step's whole summary past 1 MiB ("upload aborted"): a cassette of 80,000 expectations made
+    `replay diff` append 13.8 MB, and the step showed no summary at all, nor the summaries before it in that step.
+    The summary is cut at a line to fit, its open code block and <details> closed, and says so."""
+    from replay import reporter
+
+    path = tmp_path / "summary.md"
+    path.write_text("earlier command's summary\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(path))
+    body = ["### harness-replay diff", "", "<details><summary>x</summary>", "", "```"]
+    body += [f"line {i} " + "é" * 40 for i in range(40_000)]
+    body += ["```", "</details>", "", "| after | table |"]
+    reporter.write_step_summary("\n".join(body) + "\n")
+    data = path.read_bytes()
+    assert len(data) <= reporter.STEP_SUMMARY_BYTES and data.startswith(b"earlier command's summary\n")
+    text = data.decode("utf-8")  # cut at a line, never inside a character
+    tail = [ln for ln in text.splitlines() if ln][-4:]
+    assert tail[0].startswith("line ") and tail[1:3] == ["```", "</details>"] and "truncated" in tail[3], tail
+    small = "### small\n"
+    reporter.write_step_summary(small)  # nothing fits any more: the rest is said on stderr, the file stays in bounds
+    assert len(path.read_bytes()) <= reporter.STEP_SUMMARY_BYTES
