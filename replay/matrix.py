@@ -664,7 +664,8 @@ def render_text(result: Result) -> None:
     def esc(text: str) -> str:  # cells quote cassettes and env output: controls visible, markup inert
         return rich_escape(visible(text))
 
-    console = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    # emoji=False: cell text is shown as written (`:white_check_mark:` from a shard is not a check mark), as `run`'s is
+    console = Console(highlight=False, emoji=False, width=None if sys.stdout.isatty() else 160)
     labels = _label_of(result)
     specs = [s for s in result["grid"]["versions"] if any(s in row for row in result["scenarios"].values())]
     # One line above the table, not its title: rich wraps a title to the table's width, and a narrow

@@ -217,3 +217,15 @@ def test_a_long_version_line_is_not_wrapped_into_a_workflow_command(tmp_path: Pa
     assert result.code == 1, result.err
     assert not [ln for ln in result.out.splitlines() if ln.lstrip().startswith("::")], result.out
     assert "0.54.0: error: pip failed eee" in result.out and "eee ::stop-commands::z\n" in result.out  # one line
+
+
+def test_text_table_shows_emoji_codes_as_written(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    """rich replaced ``:white_check_mark:`` in a cell (a lost part, an observation quoting a cassette) by ✅: a shard's
+    text could put a check mark beside a changed cell; `run`/`check` text already printed such codes as written."""
+    doc = _valid()
+    doc["scenarios"]["a"]["0.54.0"]["lost"] = [":white_check_mark: same"]
+    shard = tmp_path / "shard.json"
+    shard.write_text(json.dumps(doc))
+    result = cli("merge", str(shard), cwd=tmp_path)
+    assert result.code == 1, result.err
+    assert ":white_check_mark: same" in result.out and "✅" not in result.out
