@@ -539,10 +539,6 @@ def write_step_summary(text: str) -> None:
     part of the HTML block and shows ``### …`` literally. The file is kept within
     :data:`STEP_SUMMARY_BYTES` (a cassette of 80,000 expectations made 13.8 MB, and GitHub showed none of it).
     """
-    import sys
-
-    from ._untrusted import visible
-
     path = os.environ.get("GITHUB_STEP_SUMMARY")
     if not path:
         return
