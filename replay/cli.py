@@ -8,6 +8,7 @@ Exit codes fit CI: 0 nothing changed, 1 a change or violation was found, 2 bad i
 import contextlib
 import copy
 import functools
+import io
 import os
 import sys
 import time
@@ -943,9 +944,46 @@ def _check_timeout(timeout: float | None) -> None:
 @contextmanager
 def _scenario_prints() -> Iterator[None]:
     """What a scenario (or its agents, tools, imports) prints goes to stderr: on stdout it came before the
-    report, and `run --format json` / `junit` (each matrix cell's JSON too) was no longer parseable."""
-    with contextlib.redirect_stdout(sys.stderr):
-        yield
+    report, and `run --format json` / `junit` (each matrix cell's JSON too) was no longer parseable.
+
+    Escaped, line by line: on replay a scenario that prints its agent's answer prints the cassette's text,
+    which a pull request may have edited alone (a terminal escape, a line GitHub reads as a workflow command).
+    """
+    shown = _EscapedLines(sys.stderr)
+    try:
+        with contextlib.redirect_stdout(shown), contextlib.redirect_stderr(shown):
+            yield
+    finally:
+        shown.flush()
+
+
+class _EscapedLines(io.TextIOBase):
+    """A text stream that writes each whole line to ``target`` through ``visible`` (a line is judged whole:
+    ``print(':', end='')`` then ``print(':warning::x')`` starts one workflow command)."""
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+        self.pending = ""
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return str(getattr(self.target, "encoding", None) or "utf-8")
+
+    def write(self, text: str) -> int:
+        self.pending += text
+        if "\n" in self.pending:
+            done, _, self.pending = self.pending.rpartition("\n")
+            self.target.write(visible(done, multiline=True) + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        if self.pending:
+            self.target.write(visible(self.pending, multiline=True))
+            self.pending = ""
+        self.target.flush()
 
 
 def _shown(path: Path) -> str:

@@ -445,6 +445,29 @@ def _fifo_and_device(cli, write_scenario, project: Path, os) -> None:
     assert "SAME     simple/compact" in cli("run").out
 
 
+def test_what_a_scenario_prints_of_a_cassette_reaches_the_terminal_escaped(cli, project: Path) -> None:
+    """A scenario that prints its agent's answer prints, on replay, the cassette's text: a pull request that
+    edits only a cassette put ``::stop-commands::`` (GitHub reads a line starting so as a workflow command)
+    or a terminal escape into the CI log through the project's own, reviewed ``print``."""
+    (project / "scenarios" / "echo.py").write_text(
+        "import sys\n"
+        "from replay import Run, scenario\n\n"
+        "@scenario('echo/one')\nasync def one(run: Run) -> str:\n"
+        "    print('::stop-commands::x' + chr(27) + '[2J')\n"
+        "    print(':', end='')\n    print(':warning::split')\n"
+        "    print('##[error]forged', file=sys.stderr)\n"
+        "    print('plain text: a::b')\n"
+        "    return 'ok'\n"
+    )
+    for command in ("record", "run"):
+        r = cli(command)
+        assert r.code == 0, r.err
+        lines = r.err.splitlines()
+        assert not any(line.lstrip().startswith(("::", "##[")) for line in lines), lines
+        assert "\x1b" not in r.err and "plain text: a::b" in lines
+        assert "stop-commands::x\\x1b[2J" in r.err and "warning::split" in r.err and "error]forged" in r.err
+
+
 def test_what_a_scenario_prints_never_breaks_the_machine_formats(cli, project: Path) -> None:
     """A `print()` in a scenario (or at its import, or in an agent's tool) came out on stdout before the report:
     `run --format json` and `record --format json` were no JSON, `--format junit` no XML, and each matrix cell
