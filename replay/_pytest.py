@@ -151,21 +151,48 @@ class Tally:
     """One line per cassette ``--replay-accept`` replaced, printed in the terminal summary."""
     real_said: bool = False
     """Whether the note on a real model call was printed (only the first is)."""
-    _config: Config | None = None
+    _configs: dict[Path, Config] = field(default_factory=dict)
+    _projects: dict[Path, Path] = field(default_factory=dict)
     _resolved: dict[Path, Path] = field(default_factory=dict)
 
-    def config(self, root: Path) -> Config:
-        """``[tool.replay]`` of the project, read once: ``ignore`` and ``allow-hosts`` apply as in ``replay run``."""
-        if self._config is None:
-            from .config import load_config, pin_project  # only once a test uses a cassette
+    def config(self, root: Path, test_file: Path | None = None) -> Config:
+        """``[tool.replay]`` of the test's project, read once per project: ``ignore`` and ``allow-hosts`` apply
+        as in ``replay run``, and the scrubber, finalize and outputs read the same project (see ``pin_project``).
 
-            self._config = load_config(root)
-            pin_project(root)  # the scrubber, finalize and outputs read the same project (see pin_project)
-        return self._config
+        The test's project is the nearest folder between its file and the rootdir whose pyproject.toml has a
+        ``[tool.replay]`` table, else the rootdir. In a uv workspace the root's pyproject.toml holds pytest's
+        settings (so it is the rootdir) and a package's its own ``scrub-patterns``: read from the rootdir
+        alone, the package's declared secret was written into its tests' cassettes. A pyproject.toml without
+        the table (a package's build settings) does not hide the root's.
+        """
+        from .config import load_config, pin_project  # only once a test uses a cassette
+
+        project = self._project(root, test_file)
+        found = self._configs.get(project)
+        if found is None:
+            found = self._configs[project] = load_config(project)
+        pin_project(project)
+        return found
+
+    def _project(self, root: Path, test_file: Path | None) -> Path:
+        if test_file is None:
+            return root
+        folder = test_file.parent
+        found = self._projects.get(folder)
+        if found is None:
+            found = root
+            for candidate in (folder, *folder.parents):
+                if candidate == root or not candidate.is_relative_to(root):
+                    break
+                if _has_replay_table(candidate / "pyproject.toml"):
+                    found = candidate
+                    break
+            self._projects[folder] = found
+        return found
 
     def release(self) -> None:
         """The session is over: argument-less configuration lookups start from the working directory again."""
-        if self._config is not None:
+        if self._configs:
             from .config import pin_project
 
             pin_project(None)
@@ -276,3 +303,17 @@ _MODE_RECORDS = {
     "rewrite": "records every test again",
 }
 """What each mode records, as the note on a real model call says it (``new_episodes`` is ``new``)."""
+
+
+def _has_replay_table(path: Path) -> bool:
+    """Whether ``path`` is a pyproject.toml with a ``[tool.replay]`` table (an unreadable one: no)."""
+    if not path.is_file():
+        return False
+    import tomllib
+
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
+    tool = data.get("tool")
+    return isinstance(tool, dict) and "replay" in tool

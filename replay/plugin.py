@@ -154,7 +154,7 @@ def replay_cassette(request: pytest.FixtureRequest, replay_cassette_dir: Path) -
     error: ReplayError | None = None
     try:
         # a bad [tool.replay] is one line naming pyproject.toml, as the CLI prints it (not config.py's traceback)
-        project = tally.config(item.config.rootpath)
+        project = tally.config(item.config.rootpath, item.path)
         # the marker's own policy, else [tool.replay] on-exhausted, as `replay run` reads it
         on_exhausted = (marker.kwargs.get("on_exhausted") if marker else None) or project.on_exhausted
         test = TestCassette(

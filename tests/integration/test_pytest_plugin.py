@@ -862,6 +862,40 @@ def test_the_projects_scrub_patterns_apply_when_pytest_runs_from_elsewhere(pytes
     assert _PROJECT == []  # released with the session: the next command reads its own working directory
 
 
+def test_a_packages_own_replay_table_applies_to_its_tests_in_a_monorepo(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A uv workspace: the root's pyproject.toml holds pytest's settings (so it is the rootdir), a package's
+    holds ``[tool.replay] scrub-patterns``. The plugin read only the rootdir's: the package's declared secret
+    was written into its tests' cassettes, which ``replay run`` from the package would have scrubbed. A test
+    takes the nearest ``[tool.replay]`` table between its file and the rootdir; a pyproject.toml without one
+    (a package's build settings) does not hide the root's."""
+    (pytester.path / "pyproject.toml").write_text('[tool.pytest.ini_options]\naddopts = ""\n')
+    pkg = pytester.mkdir("pkg")
+    (pkg / "pyproject.toml").write_text('[tool.replay]\nscrub-patterns = ["acme-[A-Za-z]{20}"]\n')
+    other = pytester.mkdir("other")
+    (other / "pyproject.toml").write_text('[project]\nname = "other"\n')  # no [tool.replay]: the root's applies
+    (pytester.path / "pyproject.toml").write_text('[tool.pytest.ini_options]\naddopts = ""\n\n'
+                                                  '[tool.replay]\nscrub-patterns = ["root-[A-Za-z]{20}"]\n')
+    test = (
+        "import pytest\n"
+        "from pydantic_ai import Agent\n"
+        "from pydantic_ai.models.function import FunctionModel\n"
+        "from pydantic_ai.messages import ModelResponse, TextPart\n\n\n"
+        "@pytest.mark.replay\n"
+        "def test_token():\n"
+        "    agent = Agent(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart('ok')])))\n"
+        "    assert agent.run_sync('tokens acme-QwertyUiopAsdfGhjkLz root-ZxcvbnmAsdfgQwertYui ok').output == 'ok'\n"
+    )
+    for folder in (pkg, other):
+        (folder / "tests").mkdir()
+        (folder / "tests" / f"test_{folder.name}.py").write_text(test)
+    result = run(pytester, monkeypatch, "pkg/tests", "other/tests", f"--rootdir={pytester.path}", CI="")
+    result.assert_outcomes(passed=2)
+    (in_pkg,) = (pkg / "tests" / "cassettes").rglob("*.cassette")
+    (in_other,) = (other / "tests" / "cassettes").rglob("*.cassette")
+    assert b"QwertyUiop" not in in_pkg.read_bytes() and b"ZxcvbnmAsdfg" in in_pkg.read_bytes()  # the package's table only
+    assert b"ZxcvbnmAsdfg" not in in_other.read_bytes() and b"QwertyUiop" in in_other.read_bytes()  # the root's
+
+
 WIRE_TEST = """
 import os
 
