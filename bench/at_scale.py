@@ -134,7 +134,7 @@ def start_up(rounds: int) -> float:
 def env_build(rounds: int) -> float | None:
     """Median wall time of making the installed harness version's environment ready in a fresh cache: the
     uv install, then its first process compiling the bytecode of what it imports (None without uv)."""
-    from replay import _envs
+    from replay.matrix import _envs
 
     installer = _envs.find_installer()
     if installer.name != "uv":

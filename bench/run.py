@@ -496,8 +496,8 @@ class _Quiet:
 
 def bench_matrix(quick: bool) -> None:
     try:
-        from replay import _envs
         from replay import matrix as mx
+        from replay.matrix import _envs
     except ImportError:
         line("6 matrix warm start", "-", "-", None, "<=0.1", None, note="pending: replay/matrix.py not there yet")
         return
@@ -564,7 +564,7 @@ def bench_matrix_command(quick: bool) -> None:
     matrix JSON's run_matrix wall time, each version's env check and replay process, and
     ``import pydantic_ai`` timed alone in an env (what every replay process pays first).
     """
-    from replay import _envs
+    from replay.matrix import _envs
 
     if _envs.find_installer().name != "uv":
         line("6c matrix command warm/cold", "-", "-", None, "<=0.5", None, note="pending: uv not found")

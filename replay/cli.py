@@ -798,8 +798,8 @@ def matrix(
     ] = None,
 ) -> None:
     """Replay the cassettes on several harness versions, each in its own cached environment."""
-    from . import _envs
     from . import matrix as mx
+    from .matrix import _envs
 
     versions = _envs.with_pythons(_envs.parse_versions(harness), python or ())
     shard_k_n = mx.parse_shard(shard)
@@ -1092,8 +1092,8 @@ def report(
     timeout: TimeoutOpt = None,
 ) -> None:
     """A reproduction report for one scenario on several harness versions, ready to paste into an issue."""
-    from . import _envs
     from . import reproduction as rp
+    from .matrix import _envs
 
     versions = _envs.with_pythons(_envs.parse_versions(harness), python or ())
     _output_file(out, "--out")

@@ -31,13 +31,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import __version__, _envs
+from . import __version__
 from . import matrix as mx
 from ._conversations import in_conversations, interleaved_roles, turns_of
 from ._determinism import describe_difference, first_difference, normalised_bytes
 from ._untrusted import dumps_json, md_code, md_fence, visible
 from .cassette import DEFAULT_LIMITS, Cassette, Limits, cassette_path, load
 from .errors import CassetteError, ReplayUsageError
+from .matrix import _envs
 from .scenario import ImportFailure, declared, discover
 
 FORMAT_VERSION = 1

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # for `import fake_ope
 # compiled every module it imported again: ≈1 s CPU per process for pydantic-ai alone, and each
 # xdist worker re-ran assertion rewriting of every test module. `make setup` installs the venv with
 # compiled bytecode; here the project's own sources are compiled, and collection may cache the
-# rewritten test modules. The matrix's environments keep their own bytecode (replay._envs.cell_environ);
+# rewritten test modules. The matrix's environments keep their own bytecode (replay.matrix._envs.cell_environ);
 # scenario files never run from a .pyc (replay.scenario), so one rewritten within the same second is never stale.
 
 

@@ -337,7 +337,7 @@ def test_python_is_an_axis(tmp_path: Path, cli: Callable[..., CliResult], monkey
     """`--python 3.12`: the cell is (python, harness), replayed on 3.12, and warns that the recording was 3.11.
 
     The command runs in-process: the 3.12 environment's replay process is the one that matters."""
-    from replay import _envs
+    from replay.matrix import _envs
 
     try:
         _envs.find_python("3.12", _envs.find_installer())

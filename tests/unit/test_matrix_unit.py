@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from replay import _envs
 from replay import matrix as mx
 from replay.errors import ReplayUsageError
+from replay.matrix import _envs
 
 # --------------------------------------------------------------------------- version specs
 
@@ -730,7 +730,7 @@ def test_a_message_the_observed_history_lost_is_lost_in_the_cell_too() -> None:
 def test_a_results_file_with_a_bad_duration_is_one_line_not_a_broken_junit(tmp_path: Path, seconds: Any) -> None:
     """`replay merge --format junit` of a shard whose cell has ``"seconds": "abc"`` ended in a traceback
     (float('abc')); ``Infinity`` wrote ``time="inf"``, which no JUnit reader takes. The schema refuses both."""
-    from replay._shards import load_shard
+    from replay.matrix._shards import load_shard
 
     cell = {"status": "same", "seconds": seconds}
     doc = {"matrix": 1, "grid": {"scenarios": ["s/a"], "versions": ["v"]}, "versions": [{"spec": "v"}],

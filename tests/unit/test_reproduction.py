@@ -54,7 +54,7 @@ def test_freeze_digest_ignores_where_the_tool_is_checked_out() -> None:
 def test_the_commands_redo_it_from_a_user_project_with_its_cassettes(tmp_path: Path) -> None:
     """They said `uv pip install -e .   # harness-replay from this checkout`: in a user's project that
     installs the project, not the tool; and a report made with --cassettes X was redone without them."""
-    from replay import _envs
+    from replay.matrix import _envs
 
     subject = rp.locate("seed002/whitespace", ROOT / "scenarios")
     req = rp.Request(subject=subject, targets={"seed002/whitespace": "seed002/whitespace"},
@@ -150,7 +150,7 @@ def test_emit_writes_json_or_markdown(tmp_path: Path) -> None:
 
 
 def test_build_refuses_a_scenario_without_cassette(tmp_path: Path) -> None:
-    from replay._envs import parse_versions
+    from replay.matrix._envs import parse_versions
 
     subject = rp.Subject("a/b", tmp_path / "a.py", [])
     req = rp.Request(subject=subject, targets={"a/b": "a/b"}, versions=parse_versions(["0.62.0"]), cassettes=tmp_path)
@@ -202,7 +202,7 @@ def test_trials_that_differ_name_the_call(tmp_path: Path) -> None:
 
 
 def test_commands_repeat_the_python_axis() -> None:
-    from replay._envs import parse_versions, with_pythons
+    from replay.matrix._envs import parse_versions, with_pythons
 
     versions = with_pythons(parse_versions(["0.54.0", "0.62.0"]), ["3.12"])
     req = rp.Request(subject=rp.Subject("a/b", Path("a.py"), []), targets={"a/b": "a/b"}, versions=versions, pythons=("3.12",))
@@ -216,7 +216,7 @@ def test_every_trial_is_checked_in_one_process_per_version(tmp_path: Path, monke
     and each violation shown on the trial and scenario whose file it was found in."""
     import shutil
 
-    from replay._envs import parse_versions
+    from replay.matrix._envs import parse_versions
 
     ids = ["seed000/long", "seed000/short"]
 
@@ -255,7 +255,7 @@ def test_every_trial_is_checked_in_one_process_per_version(tmp_path: Path, monke
 def test_a_version_whose_env_failed_is_not_installed_again_each_trial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An uninstallable version was tried in every trial: an install each (slow on an unreachable index),
     for the same error three times."""
-    from replay._envs import parse_versions
+    from replay.matrix._envs import parse_versions
 
     asked: list[list[str]] = []
 

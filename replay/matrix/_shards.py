@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import CassetteError, ReplayUsageError
+from ..errors import CassetteError, ReplayUsageError
 
 __all__ = ["MAX_BYTES", "load_shard"]
 
@@ -131,7 +131,7 @@ def check_results(doc: Any, name: str) -> dict[str, Any]:
 
 def load_shard(path: Path) -> dict[str, Any]:
     """One results file, read with a bound and checked: what ``replay merge``/``report`` may trust."""
-    from .cassette import read_bounded
+    from ..cassette import read_bounded
 
     try:
         data = read_bounded(path, MAX_BYTES)

@@ -1,7 +1,7 @@
 """``replay matrix``: replay the cassettes on several harness versions, one isolated env each.
 
 Why subprocesses: a harness version pins its own pydantic-ai-slim, so two versions can
-never share an interpreter. Each version gets a cached env (see :mod:`replay._envs`) and
+never share an interpreter. Each version gets a cached env (see :mod:`replay.matrix._envs`) and
 runs the ordinary ``python -m replay run --format json`` there; this module only plans
 the cells, runs those processes in parallel and folds their JSON into a scenario ×
 version table. The baseline of every cell is the recorded cassette.
@@ -66,12 +66,12 @@ from pathlib import Path
 from typing import Any, Protocol
 from xml.sax.saxutils import escape, quoteattr
 
+from ..cassette import clean_stale_temps
+from ..differ import message_label
+from ..errors import ReplayUsageError
+from ..reporter import dollars, write_step_summary
+from ..reporter.html import chart_role
 from . import _envs
-from .cassette import clean_stale_temps
-from .differ import message_label
-from .errors import ReplayUsageError
-from .reporter import dollars, write_step_summary
-from .reporter.html import chart_role
 
 FORMAT_VERSION = 1
 Cell = dict[str, Any]
@@ -223,7 +223,7 @@ def cell_from_run(sc: dict[str, Any]) -> Cell:
 
 def _wire_line(w: dict[str, Any]) -> str:
     """``main[0] wire: reasoning_effort: low → minimal`` from a wire change of ``run --format json``."""
-    from .wire.compare import WireChange
+    from ..wire.compare import WireChange
 
     try:
         return WireChange(**w).describe(width=40)
@@ -538,7 +538,7 @@ def merge_results(docs: Sequence[tuple[str, Result]]) -> Result:
 
 
 def load_results(paths: Sequence[Path]) -> list[tuple[str, Result]]:
-    """Each file read with a bound and checked against the results schema (``replay._shards``)."""
+    """Each file read with a bound and checked against the results schema (``replay.matrix._shards``)."""
     from ._shards import load_shard
 
     return [(str(p), load_shard(p)) for p in paths]
@@ -618,7 +618,7 @@ def _outcome_line(pair: Any) -> str:
     wa, wb = _outcome_word(a), _outcome_word(b)
     if wa != wb or not isinstance(a, dict) or not isinstance(b, dict):
         return f"outcome {wa} → {wb}"
-    from ._determinism import first_difference, value_at
+    from .._determinism import first_difference, value_at
 
     where = first_difference(a.get("output"), b.get("output"))
     if where is None:
@@ -659,7 +659,7 @@ def render_text(result: Result) -> None:
     from rich.markup import escape as rich_escape
     from rich.table import Table
 
-    from ._untrusted import visible
+    from .._untrusted import visible
 
     def esc(text: str) -> str:  # cells quote cassettes and env output: controls visible, markup inert
         return rich_escape(visible(text))
@@ -695,7 +695,7 @@ def _cells(row: dict[str, Any], specs: list[str], render: Callable[[Cell, list[s
 def _md(text: str) -> str:
     """Cassette or environment text inside a Markdown table cell or code span: controls visible,
     no cell or span break-out."""
-    from ._untrusted import visible
+    from .._untrusted import visible
 
     return visible(text).replace("|", "\\|").replace("`", "'")
 
@@ -707,7 +707,7 @@ _MD_TEXT = str.maketrans({"\\": "\\\\", "&": "&amp;", "<": "&lt;", ">": "&gt;", 
 def _md_text(text: str) -> str:
     """Cassette or shard text as plain Markdown cell text (outside a code span): also no HTML tag, entity
     or link of its own. The step summary is rendered by GitHub: an observation ``<img src=…>`` was an image."""
-    from ._untrusted import visible
+    from .._untrusted import visible
 
     return visible(text).translate(_MD_TEXT)
 
@@ -745,8 +745,8 @@ def _relative_to_cwd(path: str, root: Path | None = None) -> str:
 
 def github_annotations(result: Result) -> list[str]:
     """``::error …`` for each changed or failed cell, as ``run`` gives one per scenario, on its file and line."""
-    from ._untrusted import visible
-    from .reporter import _escape_data, _escape_property
+    from .._untrusted import visible
+    from ..reporter import _escape_data, _escape_property
 
     root = Path(os.environ.get("GITHUB_WORKSPACE") or Path.cwd())
     labels = _label_of(result)
@@ -769,7 +769,7 @@ def github_annotations(result: Result) -> list[str]:
 
 def render_junit(result: Result) -> str:
     """One suite per version, one case per scenario, so dashboards show the matrix as tests."""
-    from ._untrusted import xml_text
+    from .._untrusted import xml_text
 
     def _qa(text: str) -> str:
         return quoteattr(xml_text(text))
@@ -809,11 +809,11 @@ def render_junit(result: Result) -> str:
 
 def emit(result: Result, fmt: str) -> None:
     """Print ``result`` in ``fmt``; Markdown also goes to ``$GITHUB_STEP_SUMMARY`` when set."""
-    from .scrub import redact
+    from ..scrub import redact
 
     result = redact(result)  # cells carry replay output from other environments: scrub before any medium
     if fmt == "json":
-        from ._untrusted import dumps_json
+        from .._untrusted import dumps_json
 
         print(dumps_json(result, indent=2))
     elif fmt == "markdown":

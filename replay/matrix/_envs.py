@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any, Literal
 
-from .errors import ReplayUsageError
+from ..errors import ReplayUsageError
 
 HARNESS = "pydantic-ai-harness"
 SLIM = "pydantic-ai-slim"
@@ -156,8 +156,10 @@ def _hash_files(h: Any, root: Path, files: Iterable[Path]) -> None:
 
 
 def tool_root() -> Path:
-    """This tool's source checkout (where its pyproject.toml is)."""
-    return Path(__file__).resolve().parent.parent
+    """This tool's source checkout (where its pyproject.toml is): the folder holding the ``replay`` package."""
+    import replay
+
+    return Path(replay.__file__).resolve().parent.parent
 
 
 def tool_source_hash(root: Path | None = None) -> str:
@@ -228,7 +230,7 @@ def env_cache_dir(option: Path | None = None) -> Path:
         return option
     if os.environ.get("REPLAY_ENV_DIR"):
         return Path(os.environ["REPLAY_ENV_DIR"])
-    from .config import _relative, find_pyproject
+    from ..config import _relative, find_pyproject
 
     project = find_pyproject()
     return _relative(project.parent / ".replay" / "envs") if project is not None else Path(".replay/envs")

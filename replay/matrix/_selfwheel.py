@@ -17,7 +17,7 @@ import zipfile
 from importlib.metadata import Distribution, distribution
 from pathlib import Path, PurePosixPath
 
-from .errors import ReplayUsageError
+from ..errors import ReplayUsageError
 
 DIST = "harness-replay"
 _WHEEL = "Wheel-Version: 1.0\nGenerator: harness-replay (rebuilt from its installed files)\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
