@@ -64,7 +64,7 @@ def _collect(value: Any, out: list[str]) -> None:
             _collect(value["parts"], out)
             return
         if not value.keys() & _WRAPPER_KEYS:  # the user's own mapping (a validation error a retry sends back)
-            out.append(json.dumps(value, sort_keys=True, default=str))
+            out.append(_unescaped(json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)))
             return
         if value.get("tool_name"):
             out.append(str(value["tool_name"]))
@@ -76,6 +76,15 @@ def _collect(value: Any, out: list[str]) -> None:
                 _collect(item, out)
     elif isinstance(value, (bool, int, float)):  # a tool that returned 0: its words are "0", not none at all
         out.append(json.dumps(value))
+
+
+_ESCAPE = re.compile(r"\\(.)")
+
+
+def _unescaped(text: str) -> str:
+    """JSON text whose escaped line breaks and tabs are whitespace again: a text inside a tool's
+    mapping then has the words (and the substring) it has as a part's own content."""
+    return _ESCAPE.sub(lambda m: " " if m.group(1) in "nrt" else m.group(0), text)
 
 
 _WRAPPER_KEYS = frozenset({"part_kind", "kind", "content", "args", "tool_name"})
@@ -181,12 +190,43 @@ def rewrapped(ta: str, tb: str) -> bool:
     if len(long) - len(short) > FRAMING_MAX:
         return False
     if len(short) >= 8:
-        return short in long
+        return short in long or _framed_both_ways(short, long)
     # a short text (a one-word summary) only behind a framing line that ends in a colon: "Summary of
     # previous conversation:\n\nbrief" is "brief" rewrapped; "brief" inside other words is not
     return long.endswith(short) and long[: len(long) - len(short)].rstrip().endswith(":") and (
         long[len(long) - len(short) - 1].isspace()
     )
+
+
+CORE_MIN = 32
+"""Shortest text two items must share to be one content framed differently on both sides."""
+
+
+def _framed_both_ways(short: str, long: str) -> bool:
+    """One text inside two wrappers, each adding at most :data:`FRAMING_MAX` characters around it
+    (``<system><context …>body</context></system>`` and a tool's ``{"instructions": "body"}``), the
+    shared text longer than either frame."""
+    core = _shared_core(short, long)
+    frame = max(len(short) - core, len(long) - core)
+    return core >= CORE_MIN and frame <= FRAMING_MAX and core > frame
+
+
+def _shared_core(short: str, long: str) -> int:
+    """Length of the longest text both share; linear for long texts, whose shared text must hold
+    all of ``short`` but its first and last :data:`FRAMING_MAX` characters."""
+    if len(short) <= 2 * FRAMING_MAX + CORE_MIN:
+        return SequenceMatcher(None, short, long, autojunk=False).find_longest_match(0, len(short), 0, len(long)).size
+    start, end = FRAMING_MAX, len(short) - FRAMING_MAX
+    at = long.find(short[start:end])
+    if at < 0:
+        return 0
+    i, j = start, at
+    while i > 0 and j > 0 and short[i - 1] == long[j - 1]:
+        i, j = i - 1, j - 1
+    e, f = end, at + end - start
+    while e < len(short) and f < len(long) and short[e] == long[f]:
+        e, f = e + 1, f + 1
+    return e - i
 
 
 def align(

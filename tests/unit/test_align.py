@@ -90,3 +90,27 @@ def test_a_short_text_is_rewrapped_only_behind_a_framing_line() -> None:
     assert not rewrapped("brief", "a brief note")  # inside other words: not the same content
     assert not rewrapped("U1", "Summary:\n\nU10") and not rewrapped("U1", "Summary:U1")
     assert not rewrapped("brief", "Summary of previous conversation:\n\nbrief, then more")
+
+
+_SKILL = "# Skill: brew\n\nSkill directory: `<workspace#1>/skills/brew`. Relative paths in this skill resolve against it.\n\nBoil water, steep 3 minutes."
+
+
+def test_a_text_moved_into_a_tool_returns_mapping_is_rewrapped_not_lost() -> None:
+    """Harness 0.59 returned a loaded skill's body inside ``load_capability``'s result
+    (``{"instructions": body}``); 0.62 sends it as a ``<system><context …>`` user part beside a short
+    notice. The body is sent either way: framed on both sides, and its newlines escaped in the JSON."""
+    loaded = {"part_kind": "tool-return", "tool_name": "load_capability", "tool_call_id": "l1",
+              "content": {"message": "Capability 'brew' loaded. Its instructions, if any, follow."}}
+    framed = {"part_kind": "user-prompt", "content": f'<system><context id="capability:brew">\n{_SKILL}\n</context></system>'}
+    inside = {"part_kind": "tool-return", "tool_name": "load_capability", "tool_call_id": "l1",
+              "content": {"instructions": _SKILL}}
+    assert _kinds([loaded, framed], [inside]) == [("removed", 0, None), ("rewrapped", 1, 0)]
+    assert _kinds([inside], [loaded, framed]) == [("inserted", None, 0), ("rewrapped", 0, 1)]
+
+
+def test_framing_on_both_sides_must_be_short_and_the_shared_text_most_of_it() -> None:
+    body = "Boil water, steep three minutes, then pour it into the warmed pot slowly."
+    assert rewrapped(f"<system>{body}</system>", f'load_capability {{"instructions": "{body}"}}')
+    assert not rewrapped("Summary of previous conversation:\n\nnotes", "notes kept")
+    assert not rewrapped(f"<a>{body}</a>", "x" * 90 + body)  # one frame too long
+    assert not rewrapped("the user asked for tea " + "x" * 40, "the user asked for tea " + "y" * 40)  # shared part too small
