@@ -61,3 +61,22 @@ def test_normalized_view_never_starts_a_line_with_cassette_text() -> None:
     assert "b: 3" not in text and "a: 2" not in text  # (the args were replaced) plain keys stay plain:
     plain = render_text(loads((ROOT / "cassettes" / "coverage" / "tool_call.cassette").read_bytes()), normalized=True)
     assert "          a: 2" in plain and "additionalProperties: false" in plain
+
+
+def test_json_header_role_map_is_not_read_as_credentials() -> None:
+    """Harness 0.62's session namer runs as role ``session_namer``; ``show -f json`` printed the module
+    that built it as ``<secret:session:1>``, taking the role name for a credential's key name (as it
+    would ``session_id``). The role map is scrubbed as text, as the cassette's own scrubbing does."""
+    import io
+
+    from replay._untrusted import json_chunks
+    from replay.show import scrubbed_lazily, write_bounded
+
+    token = "ghp_" + "a1B2" * 9
+    doc = {"header": {"scenario_id": "s", "roles": {"session_namer": "pydantic_ai_harness.step_persistence.naming",
+                                                    "auth_helper": f"scenarios.x {token}"}}}
+    out = io.StringIO()
+    write_bounded(json_chunks(scrubbed_lazily(doc), indent=2), out.write, None)
+    text = out.getvalue()
+    assert '"session_namer": "pydantic_ai_harness.step_persistence.naming"' in text
+    assert token not in text and "<secret:" in text  # a credential's own shape is still found
