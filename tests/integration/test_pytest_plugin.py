@@ -834,13 +834,9 @@ def test_replay_only_counts_a_test_without_cassette_or_model_call_honestly(
         assert not (pytester.path / "cassettes").exists()
 
 
-def test_the_projects_scrub_patterns_apply_when_pytest_runs_from_elsewhere(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    """``cd /tmp && pytest /repo/tests``: the scrubber looked for ``[tool.replay] scrub-patterns`` from the
-    working directory, found none, and wrote the project's declared secret into the cassette."""
-    project = pytester.mkdir("proj")
-    (project / "pyproject.toml").write_text('[tool.replay]\nscrub-patterns = ["acme-[A-Za-z]{20}"]\n')
-    (project / "tests").mkdir()
-    (project / "tests" / "test_acme.py").write_text(
+def _sends(prompt: str) -> str:
+    """A test module whose one replay test sends ``prompt`` to a FunctionModel agent."""
+    return (
         "import pytest\n"
         "from pydantic_ai import Agent\n"
         "from pydantic_ai.models.function import FunctionModel\n"
@@ -848,8 +844,17 @@ def test_the_projects_scrub_patterns_apply_when_pytest_runs_from_elsewhere(pytes
         "@pytest.mark.replay\n"
         "def test_token():\n"
         "    agent = Agent(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart('ok')])))\n"
-        "    assert agent.run_sync('token is acme-QwertyUiopAsdfGhjkLz ok').output == 'ok'\n"
+        f"    assert agent.run_sync({prompt!r}).output == 'ok'\n"
     )
+
+
+def test_the_projects_scrub_patterns_apply_when_pytest_runs_from_elsewhere(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``cd /tmp && pytest /repo/tests``: the scrubber looked for ``[tool.replay] scrub-patterns`` from the
+    working directory, found none, and wrote the project's declared secret into the cassette."""
+    project = pytester.mkdir("proj")
+    (project / "pyproject.toml").write_text('[tool.replay]\nscrub-patterns = ["acme-[A-Za-z]{20}"]\n')
+    (project / "tests").mkdir()
+    (project / "tests" / "test_acme.py").write_text(_sends("token is acme-QwertyUiopAsdfGhjkLz ok"))
     outside = pytester.mkdir("elsewhere")
     monkeypatch.chdir(outside)
     result = run(pytester, monkeypatch, str(project / "tests" / "test_acme.py"), f"--rootdir={project}", CI="")
@@ -868,23 +873,13 @@ def test_a_packages_own_replay_table_applies_to_its_tests_in_a_monorepo(pytester
     was written into its tests' cassettes, which ``replay run`` from the package would have scrubbed. A test
     takes the nearest ``[tool.replay]`` table between its file and the rootdir; a pyproject.toml without one
     (a package's build settings) does not hide the root's."""
-    (pytester.path / "pyproject.toml").write_text('[tool.pytest.ini_options]\naddopts = ""\n')
     pkg = pytester.mkdir("pkg")
     (pkg / "pyproject.toml").write_text('[tool.replay]\nscrub-patterns = ["acme-[A-Za-z]{20}"]\n')
     other = pytester.mkdir("other")
     (other / "pyproject.toml").write_text('[project]\nname = "other"\n')  # no [tool.replay]: the root's applies
     (pytester.path / "pyproject.toml").write_text('[tool.pytest.ini_options]\naddopts = ""\n\n'
                                                   '[tool.replay]\nscrub-patterns = ["root-[A-Za-z]{20}"]\n')
-    test = (
-        "import pytest\n"
-        "from pydantic_ai import Agent\n"
-        "from pydantic_ai.models.function import FunctionModel\n"
-        "from pydantic_ai.messages import ModelResponse, TextPart\n\n\n"
-        "@pytest.mark.replay\n"
-        "def test_token():\n"
-        "    agent = Agent(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart('ok')])))\n"
-        "    assert agent.run_sync('tokens acme-QwertyUiopAsdfGhjkLz root-ZxcvbnmAsdfgQwertYui ok').output == 'ok'\n"
-    )
+    test = _sends("tokens acme-QwertyUiopAsdfGhjkLz root-ZxcvbnmAsdfgQwertYui ok")
     for folder in (pkg, other):
         (folder / "tests").mkdir()
         (folder / "tests" / f"test_{folder.name}.py").write_text(test)
