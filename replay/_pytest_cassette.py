@@ -16,7 +16,7 @@ from ._determinism import deterministic_ids
 from ._pytest import Action, Mode, Status, same_test, scenario_id, shown
 from ._pytest_report import Paint, _plain, failure_lines
 from ._untrusted import id_problem, visible
-from .cassette import DEFAULT_LIMITS, Cassette, Exchange, Limits, encode_readable, load, write_atomic
+from .cassette import DEFAULT_LIMITS, Cassette, Exchange, Limits, clean_stale_temps, encode_readable, load, write_atomic
 from .differ import Diff, diff
 from .errors import CassetteError
 from .guard import NetworkGuard, network_guard
@@ -56,6 +56,17 @@ class _TestSource(WireSource):
             return super().stream(call, exchange)
         except ReplayExhausted:
             raise ReplayExhausted(visible(self.test.unrecorded(self.divergences[-1]))) from None
+
+
+_CLEANED: set[Path] = set()
+
+
+def _clean_once(folder: Path) -> None:
+    """Remove the temp files a killed earlier writer left in ``folder`` (not a live writer's), once per process:
+    the CLI's ``record`` and ``run --accept`` did, a pytest run never did, so they stayed for good."""
+    if folder not in _CLEANED and folder.is_dir():
+        _CLEANED.add(folder)
+        clean_stale_temps(folder)
 
 
 @dataclass
@@ -227,6 +238,7 @@ class TestCassette:
             self._remember()
         except OSError as exc:
             raise CassetteError(self.path, f"cannot read: {exc.strerror or exc}") from None
+        _clean_once(self.path.parent)
         write_atomic(self.path, data)
 
     def _remember(self) -> None:
