@@ -443,7 +443,11 @@ def accept(
             continue
         changed = changed_calls(r.diff)
         marked = _mark_carried_over(recorded, result, changed, r.diff)
-        save(result, path)  # read with these limits already (above): readable as it stands
+        try:
+            save(result, path)  # read with these limits already (above): readable as it stands
+        except CassetteError as exc:  # a full disk, a read-only folder: this one is not accepted, the others still are
+            out.append(AcceptOutcome(sid, "not accepted", exc.problem))
+            continue
         note = f"; {marked} answer(s) carried over from a different request" if marked else ""
         out.append(AcceptOutcome(sid, "accepted", f"-> {path}{note}"))
     return out

@@ -254,3 +254,37 @@ def test_a_replay_the_loader_refuses_is_not_accepted_and_the_others_still_are(tm
     assert "raise that limit" in out["a/deep"].detail and "\n" not in out["a/deep"].detail
     assert out["b/fine"].status == "accepted", out
     assert (tmp_path / "c" / "a_deep.cassette").read_bytes() == before  # the baseline is left as it was
+
+
+def test_a_baseline_that_cannot_be_written_is_not_accepted_and_the_others_still_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a provider recording whose new baseline could not be written (a full disk, a read-only
+    folder) raised out of accept, so `run --accept` ended on one 'replay: error' line: the scenarios accepted
+    before it were never said to be, and those after it were never accepted."""
+    from replay import _pipeline
+    from replay.cassette import CassetteError, save
+    from replay.differ import diff
+    from replay.reporter import ScenarioReport
+
+    reports = []
+    for sid in ("a/first", "b/full", "c/last"):
+        recorded, replayed = _provider_cassette(sid, 3, "old"), _provider_cassette(sid, 3, "new")
+        name = sid.replace("/", "_") + ".cassette"
+        (tmp_path / "c").mkdir(exist_ok=True)
+        (tmp_path / "r").mkdir(exist_ok=True)
+        kept, result = save(recorded, tmp_path / "c" / name), save(replayed, tmp_path / "r" / name)
+        reports.append(ScenarioReport(sid, "changed", diff=diff(recorded, replayed), cassette=str(kept), result=str(result)))
+    full = tmp_path / "c" / "b_full.cassette"
+    before = full.read_bytes()
+
+    def save_on_a_full_disk(cassette: Any, path: Any) -> Path:
+        if Path(path) == full:
+            raise CassetteError(path, "cannot write: No space left on device")
+        return save(cassette, path)
+
+    monkeypatch.setattr(_pipeline, "save", save_on_a_full_disk)
+    out = {o.scenario_id: o for o in _pipeline.accept(reports, {})}
+    assert out["b/full"].status == "not accepted" and out["b/full"].detail == "cannot write: No space left on device"
+    assert out["a/first"].status == "accepted" and out["c/last"].status == "accepted", out
+    assert full.read_bytes() == before
