@@ -103,12 +103,8 @@ class TestCassette:
 
     def __post_init__(self) -> None:
         exists = self.path.is_file()
-        if self.mode == "rewrite" and exists:
-            try:
-                self.path.unlink()  # pytest-recording deletes first: a failing run leaves no stale cassette
-            except OSError as exc:  # one line naming the file, as cassette.save words it
-                raise CassetteError(self.path, f"cannot write: {exc.strerror or exc}") from None
-            exists = False
+        # rewrite, as pytest-recording's: a failing test leaves no stale cassette. It is removed once the test has
+        # failed (see _finish), not as the test starts: a Ctrl-C, a kill or a CI timeout during it lost the cassette.
         if self.mode in ("all", "rewrite") or (self.mode in ("once", "new") and not exists):
             self.action = "record"
         else:
@@ -263,22 +259,29 @@ class TestCassette:
             write_atomic(self.path, self._before)
         self.wrote = False
 
-    def finish(self, passed: bool, *, verbosity: int = 0, paint: Paint = _plain) -> tuple[Status, list[str]]:
+    def finish(
+        self, passed: bool, *, interrupted: bool = False, verbosity: int = 0, paint: Paint = _plain
+    ) -> tuple[Status, list[str]]:
         """Save or compare once the test body is done; returns the status and, if the test must fail, why.
 
         A cassette that cannot be written (read-only folder, say) fails the test with the one line
         the CLI prints, not a traceback.
         """
         try:
-            return self._finish(passed, verbosity=verbosity, paint=paint)
+            return self._finish(passed, interrupted=interrupted, verbosity=verbosity, paint=paint)
         except CassetteError as exc:
             return "unsaved", [f"harness-replay: {exc}"]
 
-    def _finish(self, passed: bool, *, verbosity: int, paint: Paint) -> tuple[Status, list[str]]:
+    def _finish(self, passed: bool, *, interrupted: bool, verbosity: int, paint: Paint) -> tuple[Status, list[str]]:
         if self.session.fault is not None:  # a call is missing from what was captured: neither saved nor compared
             return "unsaved", [visible(f"harness-replay: test {self.nodeid}: {self.session.fault}; nothing written")]
         if self.action == "record":
             if not passed:
+                if self.mode == "rewrite" and not interrupted and self.path.is_file():
+                    try:
+                        self.path.unlink()  # the failed test's old cassette is no baseline either (rewrite)
+                    except OSError as exc:  # one line naming the file, as cassette.save words it
+                        raise CassetteError(self.path, f"cannot write: {exc.strerror or exc}") from None
                 return "unsaved", []
             return self._save_recording(), []
         exhausted = [dv for dv in self.source.divergences if dv.kind == "exhausted"] if self.source else []

@@ -209,6 +209,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
             writer = item.config.get_terminal_writer()
             status, failure = test.finish(
                 error is None,
+                interrupted=isinstance(error, (KeyboardInterrupt, pytest.exit.Exception)),  # Ctrl-C, pytest.exit()
                 verbosity=item.config.get_verbosity(),
                 paint=(lambda text, colour: writer.markup(text, **{colour: True})) if _OWN_COLOUR else (lambda text, colour: text),
             )

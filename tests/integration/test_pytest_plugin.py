@@ -1456,3 +1456,37 @@ def test_an_agent_renamed_since_the_recording_is_not_told_to_append(pytester: py
     renamed.assert_outcomes(failed=1)
     assert ("made request #1 of role 'bot', but cassettes/test_renamed/test_named.cassette has no request of that role "
             "(it holds main 1) and --replay-mode=none only replays; re-record the test with --replay-mode=all") in output(renamed)
+
+
+INTERRUPTED_TEST = """
+import os
+
+from test_agent import make_agent
+
+
+def test_prompt(replay_cassette):
+    make_agent().run_sync("hello")
+    if os.environ.get("INTERRUPT"):
+        raise KeyboardInterrupt  # Ctrl-C while the test runs
+"""
+
+
+def test_rewrite_interrupted_or_killed_keeps_the_cassette(agent_test: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression: `--replay-mode=rewrite` deleted each cassette as its test started, so Ctrl-C (or a kill, a
+    CI timeout) during a test lost that test's cassette; a test that fails still leaves none."""
+    from replay import _pytest_cassette
+
+    agent_test.makepyfile(test_int=INTERRUPTED_TEST)
+    run(agent_test, monkeypatch, "test_int.py").assert_outcomes(passed=1)
+    path = agent_test.path / "cassettes/test_int/test_prompt.cassette"
+    before = path.read_bytes()
+    with monkeypatch.context() as m:
+        m.setenv("INTERRUPT", "1")
+        interrupted = agent_test.runpytest_inprocess(
+            "-p", "no:cacheprovider", "test_int.py", "--replay-mode=rewrite", no_reraise_ctrlc=True
+        )
+    assert interrupted.ret == pytest.ExitCode.INTERRUPTED, output(interrupted)
+    assert path.read_bytes() == before
+    # killed while the test runs: the test is set up and never finishes
+    _pytest_cassette.TestCassette("test_int.py::test_prompt", path, "rewrite")
+    assert path.read_bytes() == before
