@@ -94,7 +94,11 @@ def record_scenarios(
         if path.exists() and _same_recording(path, again, limits):
             out.append(RecordOutcome(sc.id, path, "unchanged", f"{detail}; as the cassette there but for stamps, kept"))
             continue
-        write_atomic(path, data)
+        try:
+            write_atomic(path, data)
+        except CassetteError as exc:  # a full disk, a read-only sub-folder: this one is an error, the others go on
+            out.append(RecordOutcome(sc.id, path, "error", exc.problem))
+            continue
         out.append(RecordOutcome(sc.id, path, "recorded", detail))
     return out
 

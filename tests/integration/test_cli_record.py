@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pytest
 from conftest import DEEP_SCENARIO
 
 from replay.cassette import load
@@ -444,3 +447,31 @@ def test_an_id_two_files_declare_is_neither_recorded_nor_replayed_as_same(cli, p
         assert "recorded " not in said and "SAME" not in said and "unchanged" not in said, (args, said)
         assert "declared twice: by first in" in said and "by copy in" in said, (args, said)
     assert (project / "cassettes" / "dupid" / "x.cassette").read_bytes() == before
+
+
+def test_a_cassette_that_cannot_be_written_is_one_error_and_the_others_are_still_recorded(
+    write_scenario: Callable[..., Path], cli: Callable[..., Any], project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: a cassette that could not be written (a full disk, a read-only sub-folder) raised out of
+    `record`: one 'replay: error' line, the scenarios recorded before it never listed, those after never tried."""
+    from replay import _pipeline
+    from replay.cassette import write_atomic
+    from replay.errors import CassetteError
+
+    write_scenario()
+    (project / "scenarios" / "zeta.py").write_text(
+        (project / "scenarios" / "simple.py").read_text().replace("simple/compact", "zeta/compact")
+    )
+    full = project / "cassettes" / "simple" / "compact.cassette"
+
+    def on_a_full_disk(path: Path, data: bytes) -> Path:
+        if path.resolve() == full.resolve():
+            raise CassetteError(path, "cannot write: No space left on device")
+        return write_atomic(path, data)
+
+    monkeypatch.setattr(_pipeline, "write_atomic", on_a_full_disk)
+    result = cli("record")
+    assert result.code == 2, result.err
+    assert f"error     simple/compact -> {Path('cassettes/simple/compact.cassette')}: cannot write: No space left on device" in result.err
+    assert "recorded  zeta/compact -> " in result.out
+    assert not full.exists() and (project / "cassettes" / "zeta" / "compact.cassette").is_file()
