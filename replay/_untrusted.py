@@ -183,9 +183,12 @@ class _StrictEncoder(json.JSONEncoder):
             return float.__repr__(value)
 
         encoder = json.encoder.encode_basestring_ascii if self.ensure_ascii else json.encoder.encode_basestring
+        # Python 3.13 turns an int indent into spaces in JSONEncoder.iterencode, replaced here, no longer in
+        # _make_iterencode: given 2, it failed on its first nested container (`'\n' + 2 * level`).
+        indent = self.indent if self.indent is None or isinstance(self.indent, str) else " " * self.indent
         make = json.encoder._make_iterencode  # type: ignore[attr-defined]
         return make(  # type: ignore[no-any-return]
-            {} if self.check_circular else None, self.default, encoder, self.indent, floatstr,
+            {} if self.check_circular else None, self.default, encoder, indent, floatstr,
             self.key_separator, self.item_separator, self.sort_keys, self.skipkeys, _one_shot,
         )(o, 0)
 

@@ -53,6 +53,24 @@ def test_json_keeps_values_and_escapes_what_a_terminal_acts_on() -> None:
         assert "é" in text
 
 
+def test_json_chunks_give_the_encoder_its_indent_as_text(monkeypatch) -> None:
+    """Python 3.13 moved ``' ' * indent`` out of ``json.encoder._make_iterencode`` into ``JSONEncoder.iterencode``,
+    which ``_StrictEncoder`` replaces: ``replay show --format json`` on 3.13 ended in ``TypeError: can only
+    concatenate str (not "int") to str``. The 3.13 contract, checked on every Python: the indent arrives as text."""
+    real = json.encoder._make_iterencode  # type: ignore[attr-defined]
+
+    def as_in_313(markers, default, encoder, indent, *rest):  # type: ignore[no-untyped-def]
+        if indent is not None and not isinstance(indent, str):
+            raise TypeError('can only concatenate str (not "int") to str')
+        return real(markers, default, encoder, indent, *rest)
+
+    value = {"a": [1, 2.5, float("nan")], "b": {}}
+    indents: list[int | str | None] = [2, "\t", None]
+    expected = [json.dumps({"a": [1, 2.5, "NaN"], "b": {}}, indent=indent) for indent in indents]
+    monkeypatch.setattr(json.encoder, "_make_iterencode", as_in_313)
+    assert ["".join(json_chunks(value, indent=indent)) for indent in indents] == expected
+
+
 def test_markdown_code_span_cannot_be_broken_out_of() -> None:
     span = md_code("a``b|<img src=x>\n")
     assert span.startswith("```") and span.endswith("```") and "\\|" in span and "\n" not in span
