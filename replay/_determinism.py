@@ -97,7 +97,7 @@ class _Streams:
                 shutil.rmtree(self._tmp, ignore_errors=True)
 
     def at(self, frame: FrameType) -> random.Random:
-        site = f"{frame.f_globals.get('__name__')}:{frame.f_code.co_qualname}"
+        site = _site(frame)
         rng = self._by_site.get(site)
         if rng is None:
             rng = self._by_site[site] = random.Random(seed_for(f"{self.scenario_id}\0{site}"))
@@ -105,10 +105,31 @@ class _Streams:
 
     def tick(self, frame: FrameType) -> int:
         """How many time-ordered ids this call site drew before (its uuid7s stay in creation order)."""
-        site = f"{frame.f_globals.get('__name__')}:{frame.f_code.co_qualname}"
+        site = _site(frame)
         n = self._ticks.get(site, 0)
         self._ticks[site] = n + 1
         return n
+
+
+_COMPREHENSIONS = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>"})
+
+
+def site_name(qualname: str) -> str:
+    """A call site's function as Python 3.12 and later name it, whatever Python runs: list, dict and set
+    comprehensions have no frame of their own there (PEP 709), while 3.11 runs each in a function of its
+    own (``f.<locals>.<listcomp>``). Keyed by that name, an id drawn in a comprehension came from another
+    generator on 3.11 than on 3.12: a cassette recorded on one replayed ``changed`` on the other."""
+    out: list[str] = []
+    for part in qualname.split("."):  # 3.11: `f.<locals>.<listcomp>`, `f.<locals>.<listcomp>.<lambda>`
+        if part not in _COMPREHENSIONS and not (part == "<locals>" and (not out or out[-1] == "<locals>")):
+            out.append(part)
+    if out and out[-1] == "<locals>":
+        out.pop()
+    return ".".join(out) or "<module>"
+
+
+def _site(frame: FrameType) -> str:
+    return f"{frame.f_globals.get('__name__')}:{site_name(frame.f_code.co_qualname)}"
 
 
 _STREAMS: contextvars.ContextVar[_Streams | None] = contextvars.ContextVar("replay_id_streams", default=None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -246,6 +247,52 @@ def test_run_ids_are_seeded_and_stay_time_ordered() -> None:
     assert all(u.version == 7 and u.variant == uuid.RFC_4122 for u in first)
     assert first == sorted(first)  # creation order, as real uuid7s sort
     assert _uuid.uuid7() != _uuid.uuid7()  # outside a scenario: the real function
+
+
+def _ids(in_comprehension: bool) -> list[str]:
+    if in_comprehension:
+        return [secrets.token_hex(8) for _ in range(3)] + [str(u) for u in {uuid.uuid4() for _ in range(1)}]
+    out = []
+    for _ in range(3):
+        out.append(secrets.token_hex(8))
+    return out + [str(uuid.uuid4())]
+
+
+def test_an_id_drawn_in_a_comprehension_is_the_same_on_every_python() -> None:
+    """3.12 runs a list, dict or set comprehension in its function's own frame (PEP 709), 3.11 in a frame of
+    its own: ids drawn in one came from another generator on each, so a cassette recorded on 3.11 replayed
+    ``changed`` on 3.12 and 3.13 (``refs bf9d357c… → refs 458c7fba…``). Both now draw as 3.12 does."""
+    with deterministic_ids("s"):
+        in_comprehension = _ids(True)
+    with deterministic_ids("s"):
+        in_loop = _ids(False)
+    assert in_comprehension == in_loop
+
+
+def _here() -> str:
+    from replay._determinism import site_name
+
+    return site_name(sys._getframe(1).f_code.co_qualname)
+
+
+class _InClass:
+    site = [_here() for _ in range(1)][0]
+
+
+_AT_MODULE = ([_here() for _ in range(1)][0], [(lambda: _here())() for _ in range(1)][0])
+
+
+def test_call_sites_are_named_as_python_3_12_names_them() -> None:
+    """The names 3.12 and 3.13 give (the comprehension's frame is its function's), on every Python."""
+    from replay._determinism import site_name
+
+    assert [_here() for _ in range(1)] == [{k: _here() for k in range(1)}[0]] == [[[_here()] for _ in range(1)][0][0]]
+    assert [_here() for _ in range(1)][0] == _here() == "test_call_sites_are_named_as_python_3_12_names_them"
+    here = "test_call_sites_are_named_as_python_3_12_names_them.<locals>"
+    assert [(lambda: _here())() for _ in range(1)][0] == f"{here}.<lambda>"
+    assert next(_here() for _ in range(1)) == f"{here}.<genexpr>"  # a generator keeps its own frame on 3.12
+    assert _InClass.site == "_InClass" and _AT_MODULE == ("<module>", "<lambda>")
+    assert site_name("f.<locals>.<listcomp>.<listcomp>") == "f" and site_name("C.m") == "C.m"
 
 
 def test_a_run_id_bound_by_name_is_seeded_too() -> None:
