@@ -633,6 +633,11 @@ def _loads(data: bytes, source: object, limits: Limits) -> Cassette:
         raise CassetteError(source, "trailing bytes after the cassette (corrupted)") from None
     except (ValueError, msgpack.UnpackException, TypeError, OverflowError) as exc:
         problem = str(exc) or type(exc).__name__
+        if len(exc.args) > 1 and isinstance(exc.args[0], str) and "%s" in exc.args[0]:
+            try:  # msgpack 1.0 raises ValueError("%s exceeds max_map_len(%s)", 10, 5), its arguments unformatted
+                problem = exc.args[0] % exc.args[1:]
+            except (TypeError, ValueError):
+                pass
         over = _OVER_LIMIT.fullmatch(problem)
         if over is not None:  # a configured limit, not damage: "corrupted: 10 exceeds max_map_len(5)" named neither
             size, kind, limit = int(over[1]), _MSGPACK_LIMITS[over[2]], int(over[3])
