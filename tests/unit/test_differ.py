@@ -249,7 +249,10 @@ def test_one_edited_text_is_reported_as_deepdiff_reports_it(a: Any, b: Any, pref
     """Whatever ``_one_text_change`` answers is exactly DeepDiff's report (it answers None otherwise)."""
     for x, y in ((a, b), (a, a), (a, _edited_first_text(a))):
         fast = _differ._changes(prefix, x, y)
-        assert fast == _deepdiff_only(prefix, x, y, monkeypatch)
+        slow = _deepdiff_only(prefix, x, y, monkeypatch)
+        # NaN != NaN: two reports holding NaN are equal when they read alike (on 3.13 the two paths hold two
+        # NaN objects, where 3.11's held one and the identity shortcut made them equal)
+        assert fast == slow or repr(fast) == repr(slow), (fast, slow)
 
 
 def _edited_first_text(value: Any) -> Any:
