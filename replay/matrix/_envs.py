@@ -214,13 +214,51 @@ def python_tag() -> str:
     return f"{impl}-{'.'.join(map(str, sys.version_info[:3]))}"
 
 
-def env_key(spec: VersionSpec, tool_hash: str, python: str | None = None) -> str:
-    """Stable key for one env: same spec, Python and tool source give the same key."""
+def env_key(spec: VersionSpec, tool_hash: str, python: str | None = None, pins: Sequence[str] = ()) -> str:
+    """Stable key for one env: same spec, Python, tool source and caller's pins give the same key.
+
+    The pins are part of it so that upgrading a dependency where the matrix runs builds envs
+    holding the new version instead of replaying on the old one (a stale env is a false verdict).
+    """
     payload = json.dumps(
-        {"layout": LAYOUT, "harness": spec_fingerprint(spec), "python": python or python_tag(), "tool": tool_hash},
+        {"layout": LAYOUT, "harness": spec_fingerprint(spec), "python": python or python_tag(), "tool": tool_hash}
+        | ({"pins": hashlib.sha256("\n".join(pins).encode()).hexdigest()} if pins else {}),
         sort_keys=True,
     )
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()  # PEP 503
+
+
+_OWN_FAMILY = re.compile(r"pydantic-ai(-.+)?|pydantic-graph|pydantic-evals|fasta2a|harness-replay")
+"""What each column installs at its own version: the harness pins its slim (and slim its graph and
+evals) exactly, so pinning the caller's would refuse every other harness release."""
+
+
+def caller_pins(extras: Sequence[str] = ()) -> list[str]:
+    """``name==version`` of every distribution where the matrix runs, as constraints for each env.
+
+    A column should differ from the recording machine by the harness alone: left to resolve
+    afresh, an env takes the newest pydantic, httpx or provider SDK its index offers, and a
+    dependency's release reads as the harness having changed. Left out: the harness's own
+    family (pinned per column), what ``--with`` names (the user asked for it), and anything
+    not installed from an index (an editable checkout, a local wheel: no version to ask for).
+    """
+    import importlib.metadata as md
+
+    asked = {_canonical(m.group(0)) for e in extras if not Path(e).exists() and (m := re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", e.strip()))}
+    pins: dict[str, str] = {}
+    for dist in md.distributions():
+        name = dist.metadata["Name"] if dist.metadata else None
+        if not name or not dist.version:
+            continue
+        key = _canonical(name)
+        if _OWN_FAMILY.fullmatch(key) or key in asked or dist.read_text("direct_url.json") is not None:
+            continue
+        pins.setdefault(key, f"{key}=={dist.version}")
+    return sorted(pins.values())
 
 
 def env_cache_dir(option: Path | None = None) -> Path:
@@ -284,6 +322,10 @@ class EnvInfo:
     setup_seconds: float = 0.0
     interpreter: str = ""
     """The base interpreter the env was made from (``--python`` resolved), empty for the caller's own."""
+    pinned: int = 0
+    """How many of the caller's dependency versions the env was held to (see :func:`caller_pins`)."""
+    unpinned: str | None = None
+    """Why the env resolved its dependencies afresh instead: the installer's refusal of the pins."""
 
     @property
     def reused(self) -> bool:
@@ -456,7 +498,9 @@ def _seed_stdlib_bytecode(env: Path, stdlib: str, cache_tag: str | None) -> int:
     return linked
 
 
-def _build(info: EnvInfo, spec: VersionSpec, installer: Installer, root: Path, extras: Sequence[str] = ()) -> None:
+def _build(
+    info: EnvInfo, spec: VersionSpec, installer: Installer, root: Path, extras: Sequence[str] = (), pins: Sequence[str] = ()
+) -> None:
     path = Path(info.path)
     py = env_python(path)
     reqs = [_tool_requirement(root, path.parent), spec.requirement, *extras]
@@ -464,12 +508,23 @@ def _build(info: EnvInfo, spec: VersionSpec, installer: Installer, root: Path, e
         base = info.interpreter or sys.executable
         _check(_run([*installer.uv, "venv", "-q", "--python", base, str(path)]), "uv venv")
         # No bytecode compiled here: the env's processes compile what they import (see cell_environ).
-        _check(_run([*installer.uv, "pip", "install", "-q", "--python", str(py), *reqs]), "install")
-        freeze = _run([*installer.uv, "pip", "freeze", "--python", str(py)])
+        install = [*installer.uv, "pip", "install", "-q", "--python", str(py)]
+        freeze_cmd = [*installer.uv, "pip", "freeze", "--python", str(py)]
     else:
         _check(_run([info.interpreter or sys.executable, "-m", "venv", str(path)]), "venv")
-        _check(_run([str(py), "-m", "pip", "install", "-q", "--no-compile", "--disable-pip-version-check", *reqs]), "install")
-        freeze = _run([str(py), "-m", "pip", "freeze", "--disable-pip-version-check"])
+        install = [str(py), "-m", "pip", "install", "-q", "--no-compile", "--disable-pip-version-check"]
+        freeze_cmd = [str(py), "-m", "pip", "freeze", "--disable-pip-version-check"]
+    if pins:
+        constraints = path / "replay-constraints.txt"
+        constraints.write_text("\n".join(pins) + "\n", encoding="utf-8")
+        held = _run([*install, "--constraint", str(constraints), *reqs])
+        if held.returncode == 0:
+            info.pinned = len(pins)
+        else:  # this harness needs other versions than the caller's: resolve afresh, and say so
+            info.unpinned = one_line(held.stderr or held.stdout)
+    if not info.pinned:
+        _check(_run([*install, *reqs]), "install")
+    freeze = _run(freeze_cmd)
     info.freeze = [ln for ln in freeze.stdout.splitlines() if ln.strip()]
     probe = _run([str(py), "-c", _PROBE])
     _check(probe, "probe")
@@ -622,11 +677,14 @@ def _reuse(path: Path, started: float) -> EnvInfo | None:
     return reused
 
 
-def _create(info: EnvInfo, spec: VersionSpec, installer: Installer, root: Path, extras: Sequence[str], started: float) -> None:
+def _create(
+    info: EnvInfo, spec: VersionSpec, installer: Installer, root: Path, extras: Sequence[str], pins: Sequence[str],
+    started: float,
+) -> None:
     path = Path(info.path)
     shutil.rmtree(path, ignore_errors=True)
     try:
-        _build(info, spec, installer, root, extras)
+        _build(info, spec, installer, root, extras, pins)
     except _InstallError as exc:
         shutil.rmtree(path, ignore_errors=True)
         info.status, info.error = "error", str(exc)
@@ -661,7 +719,8 @@ def ensure_env(
     started = time.perf_counter()
     try:
         interpreter, tag = find_python(spec.python, installer)
-        key = env_key(spec, tool_hash, tag)
+        pins = caller_pins(extras)
+        key = env_key(spec, tool_hash, tag, pins)
     except _InstallError as exc:
         return EnvInfo(spec.spec, spec.label, spec.kind, "", "", "error", error=str(exc))
     except OSError as exc:
@@ -682,7 +741,7 @@ def ensure_env(
                         spec.spec, spec.label, spec.kind, key, str(path), "created", installer=installer.name,
                         interpreter="" if spec.python is None else interpreter,
                     )
-                    _create(info, spec, installer, root, extras, started)
+                    _create(info, spec, installer, root, extras, pins, started)
                     if info.status == "created":
                         _prune(path, spec.label)
                 fcntl.flock(fh, fcntl.LOCK_SH)

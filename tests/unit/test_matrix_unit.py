@@ -132,7 +132,8 @@ def test_stamped_env_is_reused_and_unstamped_one_rebuilt(tmp_path: Path, monkeyp
     builds: list[str] = []
 
     def fake_build(
-        info: _envs.EnvInfo, spec: _envs.VersionSpec, installer: _envs.Installer, root: Path, extras: Any = ()
+        info: _envs.EnvInfo, spec: _envs.VersionSpec, installer: _envs.Installer, root: Path, extras: Any = (),
+        pins: Any = (),
     ) -> None:
         builds.append(spec.spec)
         py = _envs.env_python(Path(info.path))
@@ -183,7 +184,8 @@ def test_a_moved_env_cache_runs_its_own_envs(tmp_path: Path, monkeypatch: pytest
     No such file or directory` on every later run (or ran in the other copy's env, where that still existed)."""
 
     def fake_build(
-        info: _envs.EnvInfo, spec: _envs.VersionSpec, installer: _envs.Installer, root: Path, extras: Any = ()
+        info: _envs.EnvInfo, spec: _envs.VersionSpec, installer: _envs.Installer, root: Path, extras: Any = (),
+        pins: Any = (),
     ) -> None:
         py = _envs.env_python(Path(info.path))
         py.parent.mkdir(parents=True)
@@ -227,7 +229,8 @@ def test_a_file_outside_scenarios_is_replayed_by_one_process(tmp_path: Path, mon
 
 def test_install_failure_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def failing(
-        info: _envs.EnvInfo, spec: _envs.VersionSpec, installer: _envs.Installer, root: Path, extras: Any = ()
+        info: _envs.EnvInfo, spec: _envs.VersionSpec, installer: _envs.Installer, root: Path, extras: Any = (),
+        pins: Any = (),
     ) -> None:
         Path(info.path).mkdir(parents=True)
         raise _envs._InstallError("install: no version 9.9.9")
@@ -556,7 +559,9 @@ def test_prune_never_removes_an_env_another_run_holds(tmp_path: Path, monkeypatc
     """Issue 13: two runs share .replay/envs with different keys; one's prune must not delete the other's env."""
     from contextlib import ExitStack
 
-    def fake_build(info: _envs.EnvInfo, spec: _envs.VersionSpec, installer: _envs.Installer, root: Path, extras: Any = ()) -> None:
+    def fake_build(
+        info: _envs.EnvInfo, spec: _envs.VersionSpec, installer: _envs.Installer, root: Path, extras: Any = (), pins: Any = ()
+    ) -> None:
         py = _envs.env_python(Path(info.path))
         py.parent.mkdir(parents=True)
         py.write_text("")
@@ -746,3 +751,67 @@ def test_a_cell_counts_the_divergences_it_does_not_quote() -> None:
     (a cell's wire line says `+N` for those it leaves out)."""
     cell = {"status": "changed", "notes": ["main[1]: no recorded answer", "main[2]: extra call", "main[3]: extra call"]}
     assert "divergence: main[1]: no recorded answer +2" in mx.cell_lines(cell)
+
+
+# --------------------------------------------------------------------------- the caller's dependency versions
+
+
+def test_envs_hold_the_callers_dependency_versions_but_not_the_harness_family() -> None:
+    """A column differs from where the matrix runs by the harness alone: a newer pydantic or SDK an
+    index offers must not read as the harness having changed."""
+    import importlib.metadata as md
+
+    pins = _envs.caller_pins()
+    assert f"pydantic=={md.version('pydantic')}" in pins and f"msgpack=={md.version('msgpack')}" in pins
+    names = {p.split("==")[0] for p in pins}
+    assert not names & {"pydantic-ai-slim", "pydantic-ai-harness", "pydantic-graph", "harness-replay"}
+    # what --with asks for is the user's to choose, in any spelling
+    assert "msgpack" not in {p.split("==")[0] for p in _envs.caller_pins(["MsgPack>=1.0"])}
+    spec = _envs.parse_versions(["0.54.0"])[0]
+    assert _envs.env_key(spec, "t", "cpython-3.11.0", pins) != _envs.env_key(spec, "t", "cpython-3.11.0", pins[1:])
+
+
+def _fake_installer(monkeypatch: pytest.MonkeyPatch, refuse_pins: bool) -> list[list[str]]:
+    import subprocess
+
+    calls: list[list[str]] = []
+
+    def run(cmd: list[str], timeout: float = 900) -> subprocess.CompletedProcess[str]:
+        calls.append(cmd)
+        if "install" in cmd and "--constraint" in cmd and refuse_pins:
+            return subprocess.CompletedProcess(cmd, 1, "", "  × No solution found\n  ╰─▶ Because pydantic-ai-slim==2.54.0 depends on pydantic>=2.15 and you require pydantic==2.14.4, we can conclude that your requirements are unsatisfiable.\n")
+        if "-c" in cmd:  # the probe
+            return subprocess.CompletedProcess(cmd, 0, json.dumps({"harness": "0.54.0", "slim": "2.54.0", "python": "3.11.0", "stdlib": "", "cache_tag": None}), "")
+        return subprocess.CompletedProcess(cmd, 0, "pydantic==2.14.4\n" if "freeze" in cmd else "", "")
+
+    monkeypatch.setattr(_envs, "_run", run)
+    return calls
+
+
+def test_an_env_is_installed_with_the_pins_as_constraints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _fake_installer(monkeypatch, refuse_pins=False)
+    spec = _envs.parse_versions(["0.54.0"])[0]
+    info = _envs.EnvInfo(spec.spec, spec.label, spec.kind, "k", str(tmp_path / "env"), "created")
+    (tmp_path / "env").mkdir()
+    (tmp_path / "pyproject.toml").write_text("")  # the tool's checkout, installed from source
+    _envs._build(info, spec, _envs.Installer("uv", ("uv",)), tmp_path, (), ["httpx==0.29.0", "pydantic==2.14.4"])
+    installs = [c for c in calls if "install" in c]
+    assert len(installs) == 1 and "--constraint" in installs[0]
+    held = Path(installs[0][installs[0].index("--constraint") + 1])
+    assert held.read_text() == "httpx==0.29.0\npydantic==2.14.4\n"
+    assert info.pinned == 2 and info.unpinned is None
+
+
+def test_a_harness_that_refuses_the_pins_resolves_afresh_and_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _fake_installer(monkeypatch, refuse_pins=True)
+    spec = _envs.parse_versions(["0.54.0"])[0]
+    info = _envs.EnvInfo(spec.spec, spec.label, spec.kind, "k", str(tmp_path / "env"), "created")
+    (tmp_path / "env").mkdir()
+    (tmp_path / "pyproject.toml").write_text("")
+    _envs._build(info, spec, _envs.Installer("pip"), tmp_path, (), ["pydantic==2.14.4"])
+    installs = [c for c in calls if "install" in c]
+    assert [("--constraint" in c) for c in installs] == [True, False]
+    assert info.pinned == 0 and info.unpinned is not None and info.unpinned.startswith("Because pydantic-ai-slim==2.54.0")
+    line = mx._version_line(info.as_json())
+    assert "dependencies resolved afresh" in line and "Because pydantic-ai-slim==2.54.0" in line
+    assert "dependencies held" in mx._version_line({**info.as_json(), "pinned": 2, "unpinned": None})
