@@ -642,13 +642,12 @@ def _version_line(row: dict[str, Any]) -> str:
         return f"{row['spec']}: error: {row.get('error')}"
     if row.get("status") == "skipped":
         return f"{row['spec']}: not in this shard"
-    deps = (
-        f"; dependencies resolved afresh (the caller's versions refused: {row['unpinned']})" if row.get("unpinned")
-        else f"; dependencies held to the caller's versions ({row['pinned']} pins)" if row.get("pinned") else ""
-    )
+    held = f"; dependencies held to the caller's versions ({row['pinned']} pins)" if row.get("pinned") else ""
+    if row.get("unpinned"):
+        held = (f"{held}, some resolved afresh" if held else "; dependencies resolved afresh") + f" ({row['unpinned']})"
     return (
         f"{row['spec']}: harness {row.get('harness')}, slim {row.get('slim')}, python {row.get('python')}, "
-        f"env {row.get('status')} ({row.get('setup_seconds', 0):.1f}s){deps}"
+        f"env {row.get('status')} ({row.get('setup_seconds', 0):.1f}s){held}"
     )
 
 

@@ -325,7 +325,8 @@ class EnvInfo:
     pinned: int = 0
     """How many of the caller's dependency versions the env was held to (see :func:`caller_pins`)."""
     unpinned: str | None = None
-    """Why the env resolved its dependencies afresh instead: the installer's refusal of the pins."""
+    """The installer's refusals of the pins: those they name resolve afresh (all of them when
+    ``pinned`` is 0)."""
 
     @property
     def reused(self) -> bool:
@@ -514,14 +515,21 @@ def _build(
         _check(_run([info.interpreter or sys.executable, "-m", "venv", str(path)]), "venv")
         install = [str(py), "-m", "pip", "install", "-q", "--no-compile", "--disable-pip-version-check"]
         freeze_cmd = [str(py), "-m", "pip", "freeze", "--disable-pip-version-check"]
-    if pins:
+    held, refused = list(pins), list[str]()
+    while held and len(refused) < 3:
         constraints = path / "replay-constraints.txt"
-        constraints.write_text("\n".join(pins) + "\n", encoding="utf-8")
-        held = _run([*install, "--constraint", str(constraints), *reqs])
-        if held.returncode == 0:
-            info.pinned = len(pins)
-        else:  # this harness needs other versions than the caller's: resolve afresh, and say so
-            info.unpinned = one_line(held.stderr or held.stdout)
+        constraints.write_text("\n".join(held) + "\n", encoding="utf-8")
+        done = _run([*install, "--constraint", str(constraints), *reqs])
+        if done.returncode == 0:
+            info.pinned = len(held)
+            break
+        # this harness needs another version of some of them: let go of those the refusal names, keep the rest
+        reason = one_line(done.stderr or done.stdout)
+        refused.append(reason)
+        named = [pin for pin in held if re.search(rf"(?<![\w.-]){re.escape(pin.split('==')[0])}(?![\w-])", reason, re.I)]
+        held = [pin for pin in held if pin not in named] if named else []
+    if refused:
+        info.unpinned = "; ".join(refused)
     if not info.pinned:
         _check(_run([*install, *reqs]), "install")
     freeze = _run(freeze_cmd)

@@ -778,7 +778,7 @@ def _fake_installer(monkeypatch: pytest.MonkeyPatch, refuse_pins: bool) -> list[
 
     def run(cmd: list[str], timeout: float = 900) -> subprocess.CompletedProcess[str]:
         calls.append(cmd)
-        if "install" in cmd and "--constraint" in cmd and refuse_pins:
+        if "install" in cmd and "--constraint" in cmd and refuse_pins and "pydantic==" in Path(cmd[cmd.index("--constraint") + 1]).read_text():
             return subprocess.CompletedProcess(cmd, 1, "", "  × No solution found\n  ╰─▶ Because pydantic-ai-slim==2.54.0 depends on pydantic>=2.15 and you require pydantic==2.14.4, we can conclude that your requirements are unsatisfiable.\n")
         if "-c" in cmd:  # the probe
             return subprocess.CompletedProcess(cmd, 0, json.dumps({"harness": "0.54.0", "slim": "2.54.0", "python": "3.11.0", "stdlib": "", "cache_tag": None}), "")
@@ -815,3 +815,18 @@ def test_a_harness_that_refuses_the_pins_resolves_afresh_and_says_why(tmp_path: 
     line = mx._version_line(info.as_json())
     assert "dependencies resolved afresh" in line and "Because pydantic-ai-slim==2.54.0" in line
     assert "dependencies held" in mx._version_line({**info.as_json(), "pinned": 2, "unpinned": None})
+
+
+def test_a_refusal_lets_go_of_the_pins_it_names_and_keeps_the_rest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _fake_installer(monkeypatch, refuse_pins=True)
+    spec = _envs.parse_versions(["0.54.0"])[0]
+    info = _envs.EnvInfo(spec.spec, spec.label, spec.kind, "k", str(tmp_path / "env"), "created")
+    (tmp_path / "env").mkdir()
+    (tmp_path / "pyproject.toml").write_text("")
+    _envs._build(info, spec, _envs.Installer("uv", ("uv",)), tmp_path, (), ["httpx==0.29.0", "pydantic==2.14.4", "pydantic-core==2.50.5"])
+    installs = [c for c in calls if "install" in c]
+    assert [("--constraint" in c) for c in installs] == [True, True]  # no afresh install: httpx and pydantic-core stay held
+    assert Path(installs[-1][installs[-1].index("--constraint") + 1]).read_text() == "httpx==0.29.0\npydantic-core==2.50.5\n"
+    assert info.pinned == 2 and info.unpinned is not None
+    line = mx._version_line(info.as_json())
+    assert "held to the caller's versions (2 pins), some resolved afresh (Because pydantic-ai-slim==2.54.0" in line
