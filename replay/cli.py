@@ -822,7 +822,7 @@ def matrix(
         extra += ("--timeout", f"{timeout:g}")
     opts = mx.RunOptions(
         cassettes=cassettes,
-        out=out or Path(".replay/matrix"),
+        out=mx.results_dir(out),
         extra_args=extra,
         cwd=Path.cwd(),
         with_=(*config.matrix_with, *(with_ or ())),

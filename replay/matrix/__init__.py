@@ -297,6 +297,18 @@ def make_progress(totals: dict[str, int], force_plain: bool = False) -> Progress
     return RichProgress(totals)
 
 
+def results_dir(option: Path | None = None) -> Path:
+    """``--out``, else ``.replay/matrix`` beside the nearest ``pyproject.toml`` (as the env cache and
+    ``run``'s results are): run from a subfolder, each folder kept results of its own that
+    ``replay diff .replay/matrix/<version>`` from the project's root did not see."""
+    if option is not None:
+        return option
+    from ..config import _relative, find_pyproject
+
+    project = find_pyproject()
+    return _relative(project.parent / ".replay" / "matrix") if project is not None else Path(".replay/matrix")
+
+
 @dataclass(frozen=True)
 class RunOptions:
     cassettes: Path | None = None

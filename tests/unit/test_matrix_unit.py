@@ -128,6 +128,16 @@ def test_the_env_cache_is_the_projects_from_any_subdirectory(tmp_path: Path, mon
     assert _envs.env_cache_dir() == tmp_path / "shared" and _envs.env_cache_dir(Path("x")) == Path("x")
 
 
+def test_results_are_the_projects_from_any_subdirectory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """From a subfolder (a monorepo's package, `tests/`) the results went to a `.replay/matrix` of its own."""
+    (tmp_path / "pyproject.toml").write_text("[tool.replay]\n")
+    (tmp_path / "tests").mkdir()
+    monkeypatch.chdir(tmp_path / "tests")
+    assert mx.results_dir().resolve() == (tmp_path / ".replay" / "matrix").resolve()
+    monkeypatch.chdir(tmp_path)
+    assert mx.results_dir() == Path(".replay/matrix") and mx.results_dir(Path("x")) == Path("x")
+
+
 def test_stamped_env_is_reused_and_unstamped_one_rebuilt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     builds: list[str] = []
 
