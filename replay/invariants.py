@@ -337,12 +337,24 @@ def compare_cassettes(recorded: Cassette, replayed: Cassette) -> Comparison:
             before = _findings(_results(recorded, names))
     after_found = _findings(after)
     ordinals = paired_ordinals(recorded, replayed)
-    if ordinals:  # concurrent conversations: the replay's request named as the recording's in its conversation
-        after_found.violations = [
-            dataclasses.replace(v, index=ordinals.get((v.role, v.index), v.index)) if v.index is not None else v
-            for v in after_found.violations
-        ]
+    if ordinals:  # concurrent conversations: the replay's requests named as the recording's in their conversation
+        after_found.violations = [_as_recorded(v, ordinals) for v in after_found.violations]
     return _graded(before, after_found)
+
+
+def _as_recorded(v: Violation, ordinals: dict[tuple[str, int], int]) -> Violation:
+    """``v`` with its request, and the requests its measure grades (``main[17]``), named by the recording's
+    ordinals: the same three conversations interleaved in another order put another conversation's turn
+    at ``main[17]``, and a growth graded against that turn's read ``worse`` on one version."""
+
+    def name(key: str) -> str:
+        ordinal = key.removeprefix(f"{v.role}[").removesuffix("]")
+        if key == f"{v.role}[{ordinal}]" and ordinal.isdigit():
+            return f"{v.role}[{ordinals.get((v.role, int(ordinal)), int(ordinal))}]"
+        return key
+
+    index = ordinals.get((v.role, v.index), v.index) if v.index is not None else None
+    return dataclasses.replace(v, index=index, measure={name(k): x for k, x in v.measure.items()})
 
 
 def _graded(before: Findings, after: Findings) -> Comparison:

@@ -316,6 +316,21 @@ def test_concurrent_compacted_conversations_check_alike(cli) -> None:
             assert len(grown) == 3 and len({tuple(g) for g in grown.values()}) == 1, (v, grown)
 
 
+def test_concurrent_conversations_recorded_in_another_interleaving_grow_alike(cli) -> None:
+    """trust/concurrent_turns recorded twice on harness 0.54.0: the same three conversations, their requests
+    interleaved in another order (asyncio's, not the harness's). The requests compared `same`, but
+    `compaction_grew_request` graded each growth by the role's request ordinal, which names another
+    conversation's turn in the other interleaving: `violation (worse)` and `changed` on one version."""
+    a = FIXTURES / "harness-0.54.0/trust/concurrent_turns.cassette"
+    b = FIXTURES / "interleaved/harness-0.54.0/trust/concurrent_turns.cassette"
+    runs = [[ex.run for ex in load(p).exchanges if ex.role == "main"] for p in (a, b)]
+    assert runs[0] != runs[1] and {load(p).header.harness_version for p in (a, b)} == {"0.54.0"}
+    for old, new in ((a, b), (b, a)):
+        doc = _diff_json(cli, old, new)
+        assert not doc["changed"], (doc["requests"], doc["violations"])
+        assert [(v["invariant"], v["status"]) for v in doc["violations"]] == [("compaction_grew_request", "unchanged")]
+
+
 def test_one_extra_turn_is_inserted_entries_not_a_cascade(cli) -> None:
     doc = _diff_json(cli, FIXTURES / "harness-0.62.0/trust/inserted.cassette", FIXTURES / "extra-turn/trust/inserted.cassette")
     for req in doc["requests"]:
