@@ -8,11 +8,13 @@ Exit codes fit CI: 0 nothing changed, 1 a change or violation was found, 2 bad i
 import contextlib
 import copy
 import functools
+import importlib
 import io
 import os
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+import types
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
@@ -189,8 +191,6 @@ def _own_models() -> Iterator[None]:
     they are this tool's records, not the user's, and finding plugins scans every installed
     distribution's entry points, a fortieth of ``replay show``. Only commands that run no
     scenario use it, so a user's models still get their plugins in ``record`` and ``run``."""
-    import os
-
     previous = os.environ.get("PYDANTIC_DISABLE_PLUGINS")
     os.environ["PYDANTIC_DISABLE_PLUGINS"] = "1"
     try:
@@ -200,6 +200,48 @@ def _own_models() -> Iterator[None]:
             os.environ.pop("PYDANTIC_DISABLE_PLUGINS", None)
         else:
             os.environ["PYDANTIC_DISABLE_PLUGINS"] = previous
+
+
+_PLUGIN_LOADER = "pydantic.plugin._loader"
+
+
+class _PluginLoaderOnDemand(types.ModuleType):
+    """Stands in for pydantic's plugin loader until a model is built with plugins enabled.
+
+    pydantic imports its loader for the first model built, plugins disabled or not, and the
+    loader imports ``importlib.metadata``: a twentieth of ``replay show`` (git's textconv), whose
+    models (typer's parameters, the cassette's records) are all built with plugins disabled.
+    Disabled, there are none, as the loader itself answers; anything else is the real loader's.
+    """
+
+    def get_plugins(self) -> Iterable[Any]:
+        if os.environ.get("PYDANTIC_DISABLE_PLUGINS") in ("__all__", "1", "true"):
+            return ()
+        return self._real().get_plugins()  # type: ignore[no-any-return]
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # the import system's probes (``__path__``) need not load it
+            raise AttributeError(name)
+        return getattr(self._real(), name)
+
+    def _real(self) -> types.ModuleType:
+        if sys.modules.get(self.__name__) is self:
+            del sys.modules[self.__name__]
+        return importlib.import_module(self.__name__)
+
+
+@contextmanager
+def _plugin_loader_on_demand() -> Iterator[None]:
+    """One command's run with :class:`_PluginLoaderOnDemand` in place of a loader not yet imported."""
+    if _PLUGIN_LOADER in sys.modules:
+        yield
+        return
+    stand_in = sys.modules[_PLUGIN_LOADER] = _PluginLoaderOnDemand(_PLUGIN_LOADER)
+    try:
+        yield
+    finally:
+        if sys.modules.get(_PLUGIN_LOADER) is stand_in:
+            del sys.modules[_PLUGIN_LOADER]
 
 
 def _config() -> Config:
@@ -1171,10 +1213,8 @@ def _no_empty_paths(args: Sequence[str]) -> None:
 def _main(argv: list[str] | None, command: Any) -> None:
     try:
         _no_empty_paths(sys.argv[1:] if argv is None else argv)
-        if command is not None:
-            code = command.main(args=argv, prog_name="replay", standalone_mode=False)
-        else:
-            code = build_command().main(args=argv, prog_name="replay", standalone_mode=False)
+        with _plugin_loader_on_demand():
+            code = (command if command is not None else build_command()).main(args=argv, prog_name="replay", standalone_mode=False)
         sys.exit(code if isinstance(code, int) else 0)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

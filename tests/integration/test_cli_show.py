@@ -82,6 +82,38 @@ def test_show_does_not_look_for_pydantic_plugins() -> None:
     assert "SCANNED" not in done.stderr and "LEFT None" in done.stderr
 
 
+def test_show_does_not_import_the_plugin_loaders_metadata_reader() -> None:
+    """pydantic's plugin loader imports ``importlib.metadata`` (a twentieth of `replay show`, the git textconv)
+    even with plugins disabled; `show` builds only the tool's own models, so it never needs it. A user's
+    model, built with plugins enabled, still has its plugins looked for."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from replay.cli import main\n"
+        "try:\n"
+        f"    main(['show', {str(LONG)!r}])\n"
+        "except SystemExit as exc:\n"
+        "    assert not exc.code, exc.code\n"
+        "sys.stderr.write('METADATA ' + str('importlib.metadata' in sys.modules) + '\\n')\n"
+        "import importlib.metadata as m\n"
+        "real = m.entry_points\n"
+        "def spy(**kw):\n"
+        "    if kw.get('group') == 'pydantic': sys.stderr.write('SCANNED\\n')\n"
+        "    return real(**kw)\n"
+        "m.entry_points = spy\n"
+        "import pydantic\n"
+        "from replay.cli import _plugin_loader_on_demand\n"
+        "with _plugin_loader_on_demand():  # as `record` imports a scenario's models\n"
+        "    class User(pydantic.BaseModel):\n"
+        "        x: int = 0\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert "METADATA False" in done.stderr and "SCANNED" in done.stderr, done.stderr
+
+
 def test_show_json_is_strict_json_with_a_nan_observation(cli, tmp_path: Path) -> None:
     """`show -f json` wrote a NaN observation as bare ``NaN`` (jq refuses it); every other JSON output writes text."""
     from replay.cassette import ObservationRecord, load, save
