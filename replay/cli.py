@@ -180,11 +180,6 @@ def _has_choices(param: Any) -> bool:
     return hasattr(getattr(param, "type", None), "choices") or bool(getattr(descriptor, "is_choice", False))
 
 
-def _fail(message: str, code: int = 2) -> NoReturn:
-    typer.echo(f"replay: error: {visible(message)}", err=True)
-    raise typer.Exit(code)
-
-
 @contextmanager
 def _own_models() -> Iterator[None]:
     """Import the cassette's pydantic models without pydantic's plugins (as typer builds its own):
