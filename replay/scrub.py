@@ -769,21 +769,15 @@ class Scrubber:
 
     # ------------------------------------------------------------------ screening
 
-    def might_hold_secrets(self, values: Any) -> bool:
-        """Whether scrubbing ``values`` could change anything, decided on their JSON text.
+    def _might_hold(self, text: str | None) -> bool:
+        """Whether scrubbing the values whose JSON text is ``text`` could change anything (None: unknown, yes).
 
         Most cassettes hold no credential, and walking every node costs more than the
         recording it protects. Every detector needs a fixed substring (a shape's prefix,
         a context word, ``://``, a binary part), which JSON escaping leaves intact, so
         C-speed substring scans decide: a yes may be needless, a no is never wrong.
         """
-        if self._user:
-            return True
-        try:
-            text = json.dumps(values, ensure_ascii=False, default=str)
-        except (TypeError, ValueError, RecursionError):
-            return True
-        return self._text_might_hold(text) or self._env_in(text)
+        return text is None or self._text_might_hold(text) or self._env_in(text)
 
     def _text_might_hold(self, text: str) -> bool:
         """The screen, on a JSON text: run every detector once over the whole of it.
@@ -1022,7 +1016,7 @@ def scrub_cassette(cassette: _M, config: ScrubConfig | None = None, known: Any =
         text = _screen_text(c, known)
     except (TypeError, ValueError):
         text = None
-    if text is not None and not scrubber._text_might_hold(text) and not scrubber._env_in(text):
+    if not scrubber._might_hold(text):
         return cassette
     scrubber._use_env = False
     out = scrubber._scrub_cassette(c)
@@ -1080,7 +1074,7 @@ def redactor(config: ScrubConfig | None = None) -> Callable[[_T], _T]:
     def scrub(value: _T) -> _T:
         if not isinstance(value, str):  # a report: screen its JSON first, walk it only when that finds something
             text = _output_text(value)
-            if text is not None and not scrubber._text_might_hold(text) and not scrubber._env_in(text):
+            if not scrubber._might_hold(text):
                 return value
         return scrubber.scrub_any(value)  # type: ignore[no-any-return]
 
@@ -1093,7 +1087,7 @@ def _output_text(value: Any) -> str | None:
 
     A 10,000-request diff report is 320,000 values: walking each cost ``replay diff --format
     json`` a second, the screen a tenth of that; a no from it is never wrong (see
-    :meth:`Scrubber.might_hold_secrets`)."""
+    :meth:`Scrubber._might_hold`)."""
     try:
         from pydantic_core import to_json
     except ImportError:  # pragma: no cover - pydantic is a dependency
