@@ -703,8 +703,12 @@ def _create(
     if info.status == "created":
         stamp = path / STAMP
         tmp = stamp.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(info), indent=1), encoding="utf-8")
-        os.replace(tmp, stamp)
+        try:
+            tmp.write_text(json.dumps(asdict(info), indent=1), encoding="utf-8")
+            os.replace(tmp, stamp)
+        except OSError as exc:  # a full disk after the install: an env without its stamp is never reused
+            shutil.rmtree(path, ignore_errors=True)
+            info.status, info.error = "error", f"{spec.spec}: cannot stamp the environment: {one_line(str(exc))}"
 
 
 def ensure_env(
@@ -735,7 +739,10 @@ def ensure_env(
         return EnvInfo(spec.spec, spec.label, spec.kind, "", "", "error", error=f"{spec.spec}: {exc}")
     path = (cache / f"{spec.label}-{key}").resolve()
     while True:
-        fh = _open_locked(path, fcntl.LOCK_SH)
+        try:
+            fh = _open_locked(path, fcntl.LOCK_SH)
+        except OSError as exc:  # a cache that cannot be made (below a file, a read-only disk): that version's error
+            return EnvInfo(spec.spec, spec.label, spec.kind, key, str(path), "error", error=f"{spec.spec}: {exc}")
         try:
             info = _reuse(path, started)
             if info is None:

@@ -251,6 +251,30 @@ def test_install_failure_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert not Path(info.path).exists()
 
 
+def test_an_env_cache_that_cannot_be_made_is_an_error_cell_not_a_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--env-dir` below a file, or on a read-only disk: the env's lock could not be created and the matrix
+    ended in a FileNotFoundError traceback; ensure_env's failures come back as ``status='error'``. So does a
+    stamp that cannot be written after the install (a full disk)."""
+    (tmp_path / "file").write_text("")
+    inst = _envs.Installer("uv", ("uv",))
+    spec = _envs.parse_versions(["0.54.0"])[0]
+    info = _envs.ensure_env(spec, tmp_path / "file" / "envs", inst, "h")
+    assert info.status == "error" and str(tmp_path / "file") in (info.error or "")
+
+    def built(info: _envs.EnvInfo, spec: _envs.VersionSpec, installer: _envs.Installer, root: Path, extras: Any = ()) -> None:
+        py = _envs.env_python(Path(info.path))
+        py.parent.mkdir(parents=True)
+        py.write_text("")
+
+    def full(self: Path, *args: Any, **kwargs: Any) -> int:
+        raise OSError(28, "No space left on device", str(self))
+
+    monkeypatch.setattr(_envs, "_build", built)
+    monkeypatch.setattr(Path, "write_text", full)
+    info = _envs.ensure_env(spec, tmp_path / "envs", inst, "h")
+    assert info.status == "error" and "No space left on device" in (info.error or "")
+
+
 def test_one_line_picks_the_reason() -> None:
     uv = (
         "Using Python 3.11.7 environment at: env\n"
