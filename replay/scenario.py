@@ -107,7 +107,7 @@ class Run:
         """Record a JSON-able value under ``name``; repeated names are kept in order."""
         _check_name("run.observe", name)
         try:
-            jsonable = _jsonable(value)
+            jsonable = json_value(value)
         except Exception as exc:  # pydantic_core raises PydanticSerializationError
             raise ReplayUsageError(f"run.observe({name!r}, ...): value is not JSON-able: {exc}") from exc
         self.observations.append(Observation(name, jsonable))
@@ -116,7 +116,7 @@ class Run:
         """Declare the value the observation ``name`` must have; ``replay check`` enforces it."""
         _check_name("run.expect", name)
         try:
-            self.expectations[name] = _jsonable(value)
+            self.expectations[name] = json_value(value)
         except Exception as exc:  # as observe says it
             raise ReplayUsageError(f"run.expect({name!r}, ...): value is not JSON-able: {exc}") from exc
 
@@ -157,10 +157,6 @@ class Run:
     @property
     def recording(self) -> bool:
         return self.mode == "record"
-
-
-def _jsonable(value: Any) -> Any:
-    return json_value(value)
 
 
 def json_value(value: Any, **options: Any) -> Any:
@@ -437,9 +433,7 @@ def _import_file(path: Path, root: Path | None = None) -> list[Scenario]:
     digest = hashlib.blake2b(str(path).encode() + b"\0" + source, digest_size=8).hexdigest()
     name = f"replay_scenarios.{_module_path(path, root)}_{digest}"
     if name not in sys.modules:
-        for sid in [sid for sid, s in _REGISTRY.items() if s.path == path]:
-            del _REGISTRY[sid]
-        _BY_PATH.pop(path, None)
+        _forget(path)
         spec = importlib.util.spec_from_file_location(name, path, loader=_SourceOnly(name, str(path), source))
         if spec is None or spec.loader is None:
             raise ReplayUsageError(f"{path}: not a Python file")
@@ -449,11 +443,16 @@ def _import_file(path: Path, root: Path | None = None) -> list[Scenario]:
             spec.loader.exec_module(module)
         except Exception as exc:
             del sys.modules[name]
-            for sid in [sid for sid, s in _REGISTRY.items() if s.path == path]:
-                del _REGISTRY[sid]  # what registered before the failure: the file's scenarios are all errors
-            _BY_PATH.pop(path, None)
+            _forget(path)  # what registered before the failure: the file's scenarios are all errors
             raise ReplayUsageError(f"{path}: failed to import: {type(exc).__name__}: {exc}") from None
     return sorted(_BY_PATH.get(path, {}).values(), key=lambda s: s.id)
+
+
+def _forget(path: Path) -> None:
+    """Drop what the file at ``path`` registered (an edited file is imported afresh)."""
+    for sid in [sid for sid, s in _REGISTRY.items() if s.path == path]:
+        del _REGISTRY[sid]
+    _BY_PATH.pop(path, None)
 
 
 class _SourceOnly(importlib.machinery.SourceFileLoader):
