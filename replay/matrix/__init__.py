@@ -69,7 +69,7 @@ from xml.sax.saxutils import escape, quoteattr
 from ..cassette import clean_stale_temps
 from ..differ import message_label
 from ..errors import ReplayUsageError
-from ..reporter import dollars, write_step_summary
+from ..reporter import _relative, annotation, dollars, write_step_summary
 from ..reporter.html import chart_role
 from . import _envs
 
@@ -751,34 +751,18 @@ def render_markdown(result: Result) -> str:
     return "\n".join(out) + "\n"
 
 
-def _relative_to_cwd(path: str, root: Path | None = None) -> str:
-    try:
-        return str(Path(path).resolve().relative_to((root or Path.cwd()).resolve()))
-    except (ValueError, OSError):
-        return path
-
-
 def github_annotations(result: Result) -> list[str]:
     """``::error …`` for each changed or failed cell, as ``run`` gives one per scenario, on its file and line."""
-    from .._untrusted import visible
-    from ..reporter import _escape_data, _escape_property
-
-    root = Path(os.environ.get("GITHUB_WORKSPACE") or Path.cwd())
     labels = _label_of(result)
     out = []
     for sid, row in result["scenarios"].items():
         for spec, cell in row.items():
             if not isinstance(cell, dict) or cell.get("status") not in ("changed", "error"):
                 continue
-            props = []
-            if isinstance(cell.get("file"), str):
-                props.append(f"file={_escape_property(_relative_to_cwd(cell['file'], root))}")
-                if isinstance(cell.get("line"), int):
-                    props.append(f"line={cell['line']}")
+            file = cell.get("file") if isinstance(cell.get("file"), str) else None
+            line = cell.get("line") if isinstance(cell.get("line"), int) else None
             title = f"harness-replay: {sid} {cell['status']} on harness {labels.get(spec, spec)}"
-            props.append(f"title={_escape_property(title)}")
-            message = "\n".join(visible(line) for line in cell_lines(cell)[:20])
-            out.append(f"::error {','.join(props)}::{_escape_data(message)}")
+            out.append(annotation(title, cell_lines(cell)[:20], file, line))
     return out
 
 
@@ -805,7 +789,7 @@ def render_junit(result: Result) -> str:
             classname, _, name = sid.rpartition("/")
             where = f' time="{float(cell.get("seconds") or 0.0):.3f}"'  # as `run --format junit` and pytest write them
             if isinstance(cell.get("file"), str):
-                where += f" file={_qa(_relative_to_cwd(cell['file']))}"
+                where += f" file={_qa(_relative(cell['file'], Path.cwd()))}"
                 if isinstance(cell.get("line"), int):
                     where += f' line="{cell["line"]}"'
             out.append(f"<testcase classname={_qa(classname or 'replay')} name={_qa(name or sid)}{where}>")

@@ -448,8 +448,12 @@ def _headline(r: ScenarioReport, body: str) -> str:
 
 
 def _relative(file: str, root: Path) -> str:
-    """``file`` relative to ``root`` when inside it (links and annotations resolve against the checkout)."""
-    path, root = Path(file).resolve(), root.resolve()
+    """``file`` relative to ``root`` when inside it (links and annotations resolve against the checkout);
+    as given when it cannot be resolved (a merged shard's text)."""
+    try:
+        path, root = Path(file).resolve(), root.resolve()
+    except (ValueError, OSError):
+        return file
     return path.relative_to(root).as_posix() if path.is_relative_to(root) else file
 
 
@@ -469,27 +473,36 @@ def github_annotations(reports: Sequence[ScenarioReport], *, checks_only: bool =
     Paths are relative to the checkout (``GITHUB_WORKSPACE``, else the working directory), as
     GitHub matches them against the files of the commit.
     """
-    root = Path(os.environ.get("GITHUB_WORKSPACE") or Path.cwd()).resolve()
     out = []
     for r in reports:
         if r.status == "same":
             continue
-        props = []
-        if r.file:
-            props.append(f"file={_escape_property(_relative(r.file, root))}")
-            if r.line is not None:
-                props.append(f"line={r.line}")
         title = f"harness-replay: {r.scenario_id} {'error' if r.status == 'error' else 'violated' if checks_only else 'changed'}"
-        props.append(f"title={_escape_property(title)}")
         if r.status == "error":
-            message = "\n".join(visible(line) for line in (r.error or "error").splitlines())  # cassette text is untrusted
+            lines = (r.error or "error").splitlines()
         else:
-            # each line made visible on its own, as text and JUnit do: a CRLF inside a value stays in its line
             lines = diff_lines(r.diff, details=False) + request_summaries(r.diff) if r.diff is not None else []
-            lines += [f"violation: {v.describe()}" for v in r.violations]
-            message = "\n".join(visible(line) for line in lines[:20]) or "changed"
-        out.append(f"::error {','.join(props)}::{_escape_data(message)}")
+            lines = [*lines, *(f"violation: {v.describe()}" for v in r.violations)][:20] or ["changed"]
+        out.append(annotation(title, lines, r.file, r.line))
     return out
+
+
+def annotation(title: str, lines: Sequence[str], file: str | None = None, line: int | None = None) -> str:
+    """One ``::error file=…,line=…,title=…::…`` workflow command, which GitHub shows on the pull request's diff.
+
+    The path is made relative to the checkout (``GITHUB_WORKSPACE``, else the working directory), as
+    GitHub matches it against the commit's files. Each line is made visible on its own, as text and
+    JUnit do (a CRLF inside a value stays in its line): cassette text is untrusted.
+    """
+    props = []
+    if file:
+        root = Path(os.environ.get("GITHUB_WORKSPACE") or Path.cwd())
+        props.append(f"file={_escape_property(_relative(file, root))}")
+        if line is not None:
+            props.append(f"line={line}")
+    props.append(f"title={_escape_property(title)}")
+    message = "\n".join(visible(text) for text in lines)
+    return f"::error {','.join(props)}::{_escape_data(message)}"
 
 
 _FAILING = ("violation:", "violation (new)", "violation (worse)")
