@@ -630,30 +630,7 @@ def check(
         report = _without(_pipeline.isolated(str(p), _pipeline.check_cassette, p, limits=lim), ignore or ())
         report.seconds, report.file = time.perf_counter() - started, str(p)
         reports.append(report)
-    if fmt is Fmt.json:
-        from .scrub import redact
-
-        reports = redact(reports)
-        from .reporter import summary_counts
-
-        violations = [dict(v.as_json(), scenario_id=r.scenario_id, cassette=r.cassette) for r in reports for v in r.violations]
-        # a cassette that could not be checked is said here too, as text, Markdown and JUnit say it (and exit 2)
-        errors = [{"scenario_id": r.scenario_id, "cassette": r.cassette or r.file, "error": r.error}
-                  for r in reports if r.status == "error"]
-        counts = summary_counts(reports)
-        summary = {"ok": counts["same"], "violated": counts["changed"], "error": counts["error"]}
-        typer.echo(
-            dumps_json(
-                {"violations": violations, "errors": errors, "summary": summary,
-                 "checked": [r.scenario_id for r in reports], "changed": bool(violations or errors)},
-                indent=2,
-            )
-        )
-        from .reporter import ci_extras
-
-        ci_extras(reports, "json", "harness-replay check", checks_only=True)  # as every other format has them
-    else:
-        emit(reports, fmt.value, title="harness-replay check", checks_only=True)
+    emit(reports, fmt.value, title="harness-replay check", checks_only=True)
     _exit_for(reports)
 
 

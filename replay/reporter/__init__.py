@@ -141,6 +141,18 @@ def reports_json(reports: Sequence[ScenarioReport]) -> dict[str, Any]:
     }
 
 
+def checks_json(reports: Sequence[ScenarioReport]) -> dict[str, Any]:
+    """``replay check``'s JSON: its violations in one list, each naming its cassette, in that command's words."""
+    violations = [dict(v.as_json(), scenario_id=r.scenario_id, cassette=r.cassette) for r in reports for v in r.violations]
+    # a cassette that could not be checked is said here too, as text, Markdown and JUnit say it (and exit 2)
+    errors = [{"scenario_id": r.scenario_id, "cassette": r.cassette or r.file, "error": r.error}
+              for r in reports if r.status == "error"]
+    counts = summary_counts(reports)
+    summary = {"ok": counts["same"], "violated": counts["changed"], "error": counts["error"]}
+    return {"violations": violations, "errors": errors, "summary": summary,
+            "checked": [r.scenario_id for r in reports], "changed": bool(violations or errors)}
+
+
 def summary_counts(reports: Sequence[ScenarioReport]) -> dict[str, int]:
     out = {"same": 0, "changed": 0, "error": 0}
     for r in reports:
@@ -584,7 +596,9 @@ def emit(
     from ..scrub import redact
 
     reports = redact(list(reports))  # every output passes the cassettes' scrubber, whatever its source
-    if fmt == "json":
+    if fmt == "json" and checks_only:
+        print(dumps_json(checks_json(reports), indent=2))
+    elif fmt == "json":
         print(dumps_json(reports_json(reports), indent=2, sort_keys=False))
     elif fmt == "markdown":
         print(markdown(reports, title, checks_only=checks_only), end="")
