@@ -585,7 +585,6 @@ def check(
 ) -> None:
     """Check recordings for invariant violations (no second version needed)."""
     from . import _pipeline
-    from .cassette import iter_cassettes
     from .reporter import emit
     config = _config()
     _import_checks(config)
@@ -599,8 +598,25 @@ def check(
             if not any(fnmatchcase(name, rule) for name in known):
                 raise ReplayUsageError(f"--ignore {rule!r}: no such check (known: {', '.join(known)})")
     base = cassettes or config.cassettes
+    paths = _cassettes_of(targets or [str(base)], base)
+    lim = limits(config)
+    reports = []
+    for p in paths:
+        started = time.perf_counter()
+        report = _without(_pipeline.isolated(str(p), _pipeline.check_cassette, p, limits=lim), ignore or ())
+        report.seconds, report.file = time.perf_counter() - started, str(p)
+        reports.append(report)
+    emit(reports, fmt.value, title="harness-replay check", checks_only=True)
+    _exit_for(reports)
+
+
+def _cassettes_of(targets: Sequence[str], base: Path) -> list[Path]:
+    """``check``'s TARGETs as cassette files: a cassette, a folder of them, or a recorded scenario id (or id
+    prefix) below ``base``. A TARGET that names none is the error, before any check runs."""
+    from .cassette import cassette_path, iter_cassettes
+
     paths: list[Path] = []
-    for t in targets or [str(base)]:
+    for t in targets:
         p = Path(t)
         if p.is_dir():
             found = list(iter_cassettes(p))
@@ -610,8 +626,6 @@ def check(
         elif p.is_file():
             paths.append(p)
         else:
-            from .cassette import cassette_path
-
             try:
                 candidate: Path | None = cassette_path(base, t)
             except ReplayUsageError:  # not an id at all: reported as not found below
@@ -623,15 +637,7 @@ def check(
             if not matches:
                 raise ReplayUsageError(f"{t}: no such cassette, directory or recorded scenario id")
             paths += matches
-    lim = limits(config)
-    reports = []
-    for p in paths:
-        started = time.perf_counter()
-        report = _without(_pipeline.isolated(str(p), _pipeline.check_cassette, p, limits=lim), ignore or ())
-        report.seconds, report.file = time.perf_counter() - started, str(p)
-        reports.append(report)
-    emit(reports, fmt.value, title="harness-replay check", checks_only=True)
-    _exit_for(reports)
+    return paths
 
 
 def _without(report: "ScenarioReport", ignored: Sequence[str]) -> "ScenarioReport":
