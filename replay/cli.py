@@ -358,7 +358,6 @@ def record(
     not declare with ``@scenario(expect_error=...)`` (no cassette is written for it).
     """
     from . import _pipeline
-    from .cassette import cassette_path
     if force and check_determinism is not None:  # which one did the user mean? Both at once did the second alone
         raise ReplayUsageError("--force and --check-determinism do not go together: --check-determinism writes no "
                                "cassette (run `replay record --force` to record again)")
@@ -367,40 +366,9 @@ def record(
     with _scenario_prints():
         scenarios = _discover(targets, config, failures)
     directory = cassettes or config.cassettes
-    def unimported_at(f: Any, sid: str) -> Any:
-        """A file that failed to import, reported under each id it declares; an id no cassette can have
-        (`@scenario("../x")`, the very reason it failed) ended the whole command naming no file."""
-        try:
-            path = cassette_path(directory, sid) if f.ids else None
-        except ReplayUsageError:
-            path = None
-        if path is None:
-            return _pipeline.RecordOutcome(str(f.path), f.path, "error", f"{f.reason}; nothing written")
-        return _pipeline.RecordOutcome(sid, path, "error", f"{f.reason}; nothing written")
-
-    unimported = list({o.scenario_id: o for o in (unimported_at(f, sid) for f in failures for sid in (f.ids or (str(f.path),)))}.values())
+    unimported = _unimported(failures, directory)
     if check_determinism is not None:
-        from . import _determinism
-
-        results = _determinism.check(scenarios, check_determinism, config.scenarios, committed=directory, limits=limits(config))
-        same = sum(r.identical for r in results)
-        errors = sum(r.error for r in results)
-        if fmt is ShowFmt.json:
-            typer.echo(dumps_json({r.scenario_id: {"identical": r.identical, "recordings": r.runs, "detail": r.detail,
-                                                   **({"error": True} if r.error else {})}
-                                   for r in results}))
-        else:
-            for r in results:
-                typer.echo(visible(r.line()))  # the detail quotes what the recordings sent
-            typer.echo(f"{len(results)} scenarios, {check_determinism} recordings each: {same} identical, "
-                       f"{len(results) - same - errors} differ" + (f", {errors} error" if errors else ""))
-            if same + errors != len(results):  # what makes a scenario's own code differ between processes
-                typer.echo("a scenario must send the same requests on every run: seed `random`, sort what comes from "
-                           "a set (its order changes with each process's hash seed), keep the clock and fresh ids out "
-                           "of what the model is sent")
-        for o in unimported:
-            typer.echo(visible(f"error     {o.detail}" if o.scenario_id == str(o.path) else f"error     {o.scenario_id}: {o.detail}"), err=True)
-        raise typer.Exit(2 if unimported or errors else 0 if same == len(results) else 1)
+        _determinism_verdict(scenarios, check_determinism, config, directory, fmt, unimported)
     with _scenario_prints():
         outcomes = _pipeline.record_scenarios(scenarios, directory, force=force, limits=limits(config)) + unimported
     if fmt is ShowFmt.json:
@@ -413,6 +381,52 @@ def record(
         else:
             typer.echo(visible(f"{o.status:9} {o.scenario_id} -> {o.path}: {o.detail}"), err=o.status == "error")
     raise typer.Exit(2 if any(o.status == "error" for o in outcomes) else 0)
+
+
+def _unimported(failures: list[Any], directory: Path) -> list[Any]:
+    """``record``'s outcome for each scenario of a file that failed to import, under each id it declares (the
+    file itself if none): an id no cassette can have (`@scenario("../x")`, the very reason it failed) ended
+    the whole command naming no file."""
+    from . import _pipeline
+    from .cassette import cassette_path
+
+    def unimported_at(f: Any, sid: str) -> Any:
+        try:
+            path = cassette_path(directory, sid) if f.ids else None
+        except ReplayUsageError:
+            path = None
+        if path is None:
+            return _pipeline.RecordOutcome(str(f.path), f.path, "error", f"{f.reason}; nothing written")
+        return _pipeline.RecordOutcome(sid, path, "error", f"{f.reason}; nothing written")
+
+    return list({o.scenario_id: o for o in (unimported_at(f, sid) for f in failures for sid in (f.ids or (str(f.path),)))}.values())
+
+
+def _determinism_verdict(
+    scenarios: list[Any], runs: int, config: Config, directory: Path, fmt: ShowFmt, unimported: list[Any]
+) -> NoReturn:
+    """``record --check-determinism N``: record each scenario N times in fresh processes, say which differ, exit."""
+    from . import _determinism
+
+    results = _determinism.check(scenarios, runs, config.scenarios, committed=directory, limits=limits(config))
+    same = sum(r.identical for r in results)
+    errors = sum(r.error for r in results)
+    if fmt is ShowFmt.json:
+        typer.echo(dumps_json({r.scenario_id: {"identical": r.identical, "recordings": r.runs, "detail": r.detail,
+                                               **({"error": True} if r.error else {})}
+                               for r in results}))
+    else:
+        for r in results:
+            typer.echo(visible(r.line()))  # the detail quotes what the recordings sent
+        typer.echo(f"{len(results)} scenarios, {runs} recordings each: {same} identical, "
+                   f"{len(results) - same - errors} differ" + (f", {errors} error" if errors else ""))
+        if same + errors != len(results):  # what makes a scenario's own code differ between processes
+            typer.echo("a scenario must send the same requests on every run: seed `random`, sort what comes from "
+                       "a set (its order changes with each process's hash seed), keep the clock and fresh ids out "
+                       "of what the model is sent")
+    for o in unimported:
+        typer.echo(visible(f"error     {o.detail}" if o.scenario_id == str(o.path) else f"error     {o.scenario_id}: {o.detail}"), err=True)
+    raise typer.Exit(2 if unimported or errors else 0 if same == len(results) else 1)
 
 
 @app.command()
