@@ -289,7 +289,7 @@ def _child(executable: object, argv: object, env: object) -> None:
         return
     is_python = base.startswith("python") or os.path.realpath(program) == os.path.realpath(sys.executable)
     flags = {w for w in words[1:3] if w.startswith("-") and not w.startswith("--")}
-    isolated = any(f in flags for f in ("-I", "-E", "-S")) or any(("I" in f or "E" in f or "S" in f) for f in flags)
+    isolated = any(c in f for f in flags for c in "IES")  # -I, -E, -S, alone or combined (-IS, -uE)
     armed = env is None or isinstance(env, dict)
     if is_python and not isolated and armed:
         if isinstance(env, dict):
