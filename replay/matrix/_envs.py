@@ -174,11 +174,14 @@ def tool_source_hash(root: Path | None = None) -> str:
 
 
 def _source_tree_files(root: Path) -> Iterator[Path]:
+    """The source files of a project folder whose bytes key its env: regular files only (a dangling link
+    was a FileNotFoundError traceback, a FIFO named ``x.py`` hung the matrix)."""
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.endswith(".egg-info"))
         for name in filenames:
-            if name.endswith((".py", ".toml", ".cfg", ".pyi", ".typed")):
-                yield Path(dirpath) / name
+            path = Path(dirpath) / name
+            if name.endswith((".py", ".toml", ".cfg", ".pyi", ".typed")) and path.is_file():
+                yield path
 
 
 def extras_fingerprint(extras: Sequence[str]) -> str:

@@ -106,6 +106,24 @@ def test_cache_key_is_stable_and_tracks_its_inputs(tmp_path: Path) -> None:
     assert _envs.tool_source_hash(root) == h2
 
 
+def test_a_project_with_a_dangling_link_or_a_fifo_still_has_a_key(tmp_path: Path) -> None:
+    """`--with .` (or a harness checkout) whose tree holds a dangling `link.py` ended `replay matrix` in a
+    FileNotFoundError traceback, and a FIFO named `x.py` hung it: only regular files count in the key."""
+    import os
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    before = _envs.extras_fingerprint([str(project)])
+    os.symlink(project / "gone.py", project / "link.py")
+    os.mkfifo(project / "pipe.py")
+    assert _envs.extras_fingerprint([str(project)]) == before
+    spec = _envs.parse_versions([str(project)])[0]
+    assert spec.kind == "source" and _envs.spec_fingerprint(spec).startswith("source:")
+    (project / "real.py").write_text("x = 1\n")
+    assert _envs.extras_fingerprint([str(project)]) != before
+
+
 def test_local_wheel_key_follows_its_bytes(tmp_path: Path) -> None:
     wheel = tmp_path / "pydantic_ai_harness-1.0-py3-none-any.whl"
     wheel.write_bytes(b"one")
