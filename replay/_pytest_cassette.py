@@ -294,52 +294,57 @@ class TestCassette:
         if self.extra_ok:
             d.requests = [r for r in d.requests if r.status != "added"]
         if _changed_besides_additions(d) if self.extra_ok else d.changed:
-            blocked = self.refused
-            if blocked and blocked == d.notes and not (d.requests or d.outcome or d.observations or d.new_violations):
-                # no model request changed: the test reached for the network, which a replay refuses
-                return "changed", [
-                    visible(f"harness-replay: test {self.nodeid} opened a connection the replay refused ({blocked[0]})"),
-                    "a model's calls are answered from the cassette; a host the test itself needs goes in "
-                    "[tool.replay] allow-hosts",
-                ]
-            head = visible(f"harness-replay: test {self.nodeid} sent different model requests than {shown(self.path)} holds")
-            body = ["  " + line for line in failure_lines(d, verbosity=verbosity, paint=paint)]
-            owner = self.recorded.header.scenario_id if self.recorded is not None else None
-            if owner and not same_test(owner, scenario_id(self.nodeid)):  # one marker name on several tests
-                body.insert(0, visible(f"  it holds the recording of {owner}: tests that share a cassette name replay each "
-                                       "other's calls; give each its own @pytest.mark.replay name"))
-            # new invariant violations are a regression, not made the baseline unless asked, as `replay run --accept`
-            regression = bool(d.new_violations) and not self.accept_violations
-            if self.accept and not d.notes and passed and not regression and self.recorded is not None:
-                from ._pipeline import _mark_carried_over, changed_calls
-
-                accepted = finalize(self.session.cassette)
-                # an answer served to a request it was not recorded for: marked, as `replay run --accept` does for
-                # a provider's (the CLI re-records in-process models; a test cannot be re-run from here)
-                _mark_carried_over(self.recorded, accepted, changed_calls(d), d)
-                self._write(accepted)
-                return "accepted", [f"harness-replay: accepted {self.nodeid} -> {shown(self.path)}"]
-            if self.accept and not d.notes and passed and regression:
-                from ._pipeline import _violations_text
-
-                tail = f"not accepted: {_violations_text(d.new_violations, '--replay-accept-violations')}"
-            elif self.accept:
-                why = f"the replay diverged ({d.notes[0]})" if d.notes else "the test failed"
-                tail = f"not accepted: {why}; re-record it with --replay-mode=all"
-            elif d.notes:  # --replay-accept refuses a diverged replay: pointing at it only sent the user round once more
-                tail = "the replay diverged, which --replay-accept cannot take; if the change is intended, re-record it with --replay-mode=all"
-            elif regression:
-                tail = ("if the change is intended, new violations included, accept it with --replay-accept "
-                        "--replay-accept-violations (or re-record with --replay-mode=all)")
-            else:
-                tail = "if the change is intended, accept it with --replay-accept (or re-record with --replay-mode=all)"
-            return "changed", [head, *body, visible(tail)]
+            return self._changed(d, passed, verbosity=verbosity, paint=paint)
         if self.action == "append" and exhausted:
             if not passed:
                 return "unsaved", []
             self._save_recording()
             return "appended", []
         return "replayed", []
+
+    def _changed(self, d: Diff, passed: bool, *, verbosity: int, paint: Paint) -> tuple[Status, list[str]]:
+        """The verdict on a replay that sent other requests: accepted (``--replay-accept``), or why the test fails
+        and what would take the change (accept, accept with its violations, or re-record)."""
+        blocked = self.refused
+        if blocked and blocked == d.notes and not (d.requests or d.outcome or d.observations or d.new_violations):
+            # no model request changed: the test reached for the network, which a replay refuses
+            return "changed", [
+                visible(f"harness-replay: test {self.nodeid} opened a connection the replay refused ({blocked[0]})"),
+                "a model's calls are answered from the cassette; a host the test itself needs goes in "
+                "[tool.replay] allow-hosts",
+            ]
+        head = visible(f"harness-replay: test {self.nodeid} sent different model requests than {shown(self.path)} holds")
+        body = ["  " + line for line in failure_lines(d, verbosity=verbosity, paint=paint)]
+        owner = self.recorded.header.scenario_id if self.recorded is not None else None
+        if owner and not same_test(owner, scenario_id(self.nodeid)):  # one marker name on several tests
+            body.insert(0, visible(f"  it holds the recording of {owner}: tests that share a cassette name replay each "
+                                   "other's calls; give each its own @pytest.mark.replay name"))
+        # new invariant violations are a regression, not made the baseline unless asked, as `replay run --accept`
+        regression = bool(d.new_violations) and not self.accept_violations
+        if self.accept and not d.notes and passed and not regression and self.recorded is not None:
+            from ._pipeline import _mark_carried_over, changed_calls
+
+            accepted = finalize(self.session.cassette)
+            # an answer served to a request it was not recorded for: marked, as `replay run --accept` does for
+            # a provider's (the CLI re-records in-process models; a test cannot be re-run from here)
+            _mark_carried_over(self.recorded, accepted, changed_calls(d), d)
+            self._write(accepted)
+            return "accepted", [f"harness-replay: accepted {self.nodeid} -> {shown(self.path)}"]
+        if self.accept and not d.notes and passed and regression:
+            from ._pipeline import _violations_text
+
+            tail = f"not accepted: {_violations_text(d.new_violations, '--replay-accept-violations')}"
+        elif self.accept:
+            why = f"the replay diverged ({d.notes[0]})" if d.notes else "the test failed"
+            tail = f"not accepted: {why}; re-record it with --replay-mode=all"
+        elif d.notes:  # --replay-accept refuses a diverged replay: pointing at it only sent the user round once more
+            tail = "the replay diverged, which --replay-accept cannot take; if the change is intended, re-record it with --replay-mode=all"
+        elif regression:
+            tail = ("if the change is intended, new violations included, accept it with --replay-accept "
+                    "--replay-accept-violations (or re-record with --replay-mode=all)")
+        else:
+            tail = "if the change is intended, accept it with --replay-accept (or re-record with --replay-mode=all)"
+        return "changed", [head, *body, visible(tail)]
 
 
 _FAKE_SYSTEMS = frozenset({"function", "test"})
