@@ -105,6 +105,23 @@ def test_a_corrupted_cassette_in_a_diff_is_shown_as_its_error_not_a_failed_diff(
     assert "+two" in diff  # the other files' diffs are all there
 
 
+def test_a_broken_pyproject_is_shown_in_the_diff_not_a_failed_diff(repo: Path, cli: Callable[..., object]) -> None:
+    """A pyproject.toml git left conflict markers in (a rebase) made `replay show --textconv` exit 2 on its
+    unreadable [tool.replay]: git aborted the whole diff, the one command that shows the conflict."""
+    cli("init", "--git-config", "--textconv", TEXTCONV)
+    cassette = _record(cli, repo, "What is the capital of France?")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "record")
+    pyproject = repo / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text() + "<<<<<<< HEAD\nmax-bytes = 5\n=======\n")
+    cassette.write_bytes(cassette.read_bytes()[:40])
+    res = cli("show", "--normalized", "--textconv", cassette)
+    assert res.code == 0, res.err  # type: ignore[attr-defined]
+    assert res.out.startswith("# harness-replay: cannot show this cassette: ") and "pyproject.toml" in res.out  # type: ignore[attr-defined]
+    diff = git(repo, "diff")  # check=True: git itself must succeed
+    assert "+<<<<<<< HEAD" in diff, diff  # the other files' diffs are all there
+
+
 def test_init_prints_the_git_config_command(repo: Path, cli: Callable[..., object]) -> None:
     res = cli("init")
     assert res.code == 0, res.err  # type: ignore[attr-defined]
