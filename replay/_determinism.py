@@ -57,12 +57,22 @@ __all__ = [
 
 # --------------------------------------------------------------------------- seeded ids
 
+def _real(function: Any) -> Any:
+    """The function a replacement stands for, from any copy of this module.
+
+    A process can import this module twice (pytester's inline runs drop the modules first imported
+    during them): the second copy, imported while the first had replaced ``tempfile.gettempdir``,
+    took that replacement for the real function and never replaced it itself.
+    """
+    return getattr(function, "_replay_original", function)
+
+
 _ORIGINALS: dict[str, Callable[..., Any]] = {
-    "uuid4": uuid.uuid4,
-    "token_bytes": secrets.token_bytes,
-    "token_hex": secrets.token_hex,
-    "token_urlsafe": secrets.token_urlsafe,
-    "gettempdir": tempfile.gettempdir,
+    "uuid4": _real(uuid.uuid4),
+    "token_bytes": _real(secrets.token_bytes),
+    "token_hex": _real(secrets.token_hex),
+    "token_urlsafe": _real(secrets.token_urlsafe),
+    "gettempdir": _real(tempfile.gettempdir),
 }
 _lock = threading.Lock()
 _users = 0
@@ -210,6 +220,9 @@ _REPLACEMENTS: dict[str, Callable[..., Any]] = {
     "uuid7": _uuid7,
     "gettempdir": _gettempdir,
 }
+for _name, _replacement in _REPLACEMENTS.items():
+    if _name in _ORIGINALS:
+        _replacement._replay_original = _ORIGINALS[_name]  # type: ignore[attr-defined]
 
 
 def _learn_uuid7() -> None:
@@ -220,7 +233,8 @@ def _learn_uuid7() -> None:
     found = getattr(sys.modules.get("pydantic_ai._uuid"), "uuid7", None) or getattr(uuid, "uuid7", None)
     if not callable(found):
         return
-    _ORIGINALS["uuid7"] = found
+    found = _ORIGINALS["uuid7"] = _real(found)
+    _uuid7._replay_original = found  # type: ignore[attr-defined]
     for module in list(sys.modules.values()):  # modules scanned before now may have bound it
         if id(module) not in _scanned:
             continue
@@ -228,7 +242,7 @@ def _learn_uuid7() -> None:
             namespace = vars(module)
         except Exception:
             continue
-        if isinstance(namespace, dict) and namespace.get("uuid7") is found:
+        if isinstance(namespace, dict) and _real(namespace.get("uuid7")) is found:
             _bindings.append((namespace, "uuid7"))
 
 
@@ -260,11 +274,11 @@ def _patch_modules() -> None:
         if not isinstance(namespace, dict):
             continue
         for name, original in _ORIGINALS.items():
-            if namespace.get(name) is original:
+            if name in namespace and _real(namespace[name]) is original:
                 _bindings.append((namespace, name))
     for namespace, name in _bindings:
         original = _ORIGINALS[name]
-        if namespace.get(name) is original:
+        if namespace.get(name) is not _REPLACEMENTS[name] and _real(namespace.get(name)) is original:
             _patched.append((namespace, name, original))
             namespace[name] = _REPLACEMENTS[name]
 
