@@ -23,7 +23,7 @@ from typing import Any, Literal
 from ._conversations import interleaved_roles, turns
 from ._placeholders import placeholder_keys
 from .cassette import Cassette, ErrorInfo, Exchange
-from .recorder import Session, adapters, base_header, execute_async, finalize, load_messages
+from .recorder import Session, base_header, event_adapter, execute_async, finalize, load_messages
 from .recorder._interception import Call
 from .scenario import Scenario
 
@@ -451,8 +451,8 @@ async def _served_stream(source: CassetteSource, rec: Exchange, call: Call) -> A
     response = await source._serve(rec, played=played)
     params = call.args[2] if len(call.args) > 2 else call.kwargs.get("model_request_parameters")
     if rec.events is not None:
-        event_adapter = adapters()[1]
-        events = [_older_slim_tolerant(event_adapter.validate_python, e) for e in rec.events]
+        events_in = event_adapter()
+        events = [_older_slim_tolerant(events_in.validate_python, e) for e in rec.events]
     else:
         events = _synthesize_events(response)
     stream = _make_stream(params, response, events)

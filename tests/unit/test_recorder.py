@@ -465,6 +465,30 @@ def test_a_harness_that_does_not_sum_per_message_is_estimated_whole(monkeypatch:
         assert ex.estimate == estimate(load_messages(c.expand(ex.messages)))
 
 
+def test_a_run_without_streams_never_builds_the_stream_event_adapter() -> None:
+    """Building the adapter of ``ModelResponseStreamEvent`` is ≈ 16 ms of schema work a process spent on its
+    first message dump, whether or not anything streamed; built when a stream is recorded or replayed."""
+    from replay.recorder import event_adapter
+
+    event_adapter.cache_clear()
+    agent = Agent(FunctionModel(lambda messages, info: text("plain")))
+    session = Session()
+    with session_scope(session):
+        agent.run_sync("hi")
+    assert session.cassette.exchanges and event_adapter.cache_info().currsize == 0
+
+    async def chunks(messages: list[ModelMessage], info: AgentInfo) -> Any:
+        yield "streamed"
+
+    async def stream() -> None:
+        async with Agent(FunctionModel(stream_function=chunks)).run_stream("hi") as result:
+            await result.get_output()
+
+    with session_scope(Session()):
+        asyncio.run(stream())
+    assert event_adapter.cache_info().currsize == 1
+
+
 def test_set_typed_request_parameters_are_recorded_in_one_order() -> None:
     """``deferred_capability_ids`` is a ``set[str]``: recorded in the process's hash order, a replay under
     another PYTHONHASHSEED read the same skills as CHANGED (``Skills`` with two skills)."""
