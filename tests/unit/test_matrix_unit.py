@@ -279,7 +279,9 @@ def test_an_env_cache_that_cannot_be_made_is_an_error_cell_not_a_traceback(tmp_p
     info = _envs.ensure_env(spec, tmp_path / "file" / "envs", inst, "h")
     assert info.status == "error" and str(tmp_path / "file") in (info.error or "")
 
-    def built(info: _envs.EnvInfo, spec: _envs.VersionSpec, installer: _envs.Installer, root: Path, extras: Any = ()) -> None:
+    def built(
+        info: _envs.EnvInfo, spec: _envs.VersionSpec, installer: _envs.Installer, root: Path, extras: Any = (), pins: Any = ()
+    ) -> None:
         py = _envs.env_python(Path(info.path))
         py.parent.mkdir(parents=True)
         py.write_text("")
