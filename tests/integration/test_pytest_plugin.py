@@ -334,7 +334,9 @@ def test_xdist_workers_tally_into_one_summary(agent_test: pytest.Pytester, monke
     pytest.importorskip("xdist", reason="needs pytest-xdist (dev extra)")
     with monkeypatch.context() as m:
         m.delenv("CI", raising=False)
-        first = agent_test.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2")
+        # The recording run needs a worker, not two: the replay below is the run whose tally and orphans
+        # span two workers (a second worker here only imported pydantic-ai again).
+        first = agent_test.runpytest_subprocess("-p", "no:cacheprovider", "-n", "1")
     first.assert_outcomes(passed=4)
     assert "cassettes 3 recorded, 0 replayed, 0 changed" in output(first)
     stale = agent_test.path / CASSETTES / "test_removed.cassette"
