@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import ExitStack
@@ -358,8 +359,9 @@ def cell_environ(python: Path) -> dict[str, str]:
 
     Its bytecode goes to the env's own :data:`PYCACHE`, whatever the user's
     ``PYTHONDONTWRITEBYTECODE`` says: the first process compiles the modules it imports (≈ 1.3 s
-    of CPU; the standard library's are linked there when the env is built, see
-    :func:`_seed_stdlib_bytecode`) and every later one reads them, nothing is written
+    of CPU; the standard library's, and the running environment's of the same files, are linked there
+    when the env is built, see :func:`_seed_stdlib_bytecode` and :func:`_seed_site_bytecode`) and every
+    later one reads them, nothing is written
     outside the env, and nothing is compiled that no replay imports. Compiling every module of
     every dependency at install time (``uv pip install --compile-bytecode``) cost ≈ 6 s of CPU
     per env; without either, every process under ``PYTHONDONTWRITEBYTECODE`` (common in CI
@@ -460,7 +462,8 @@ _PROBE = (
     "    except m.PackageNotFoundError: return None\n"
     "import sys, sysconfig\n"
     f"print(json.dumps({{'harness': v({HARNESS!r}), 'slim': v({SLIM!r}), 'python': platform.python_version(),\n"
-    "                  'stdlib': sysconfig.get_paths()['stdlib'], 'cache_tag': sys.implementation.cache_tag}))\n"
+    "                  'stdlib': sysconfig.get_paths()['stdlib'], 'purelib': sysconfig.get_paths()['purelib'],\n"
+    "                  'cache_tag': sys.implementation.cache_tag}))\n"
 )
 
 _STDLIB_SKIP = frozenset({"site-packages", "dist-packages", "test", "tests", "idlelib", "tkinter", "turtledemo", "lib2to3"})
@@ -499,6 +502,56 @@ def _seed_stdlib_bytecode(env: Path, stdlib: str, cache_tag: str | None) -> int:
                     pass
         except OSError:
             return linked  # no links here (another file system, read-only): compiled on first use instead
+    return linked
+
+
+def _seed_site_bytecode(env: Path, site: str, ours: str, cache_tag: str | None) -> int:
+    """Hard-link this process's compiled modules into the env's :data:`PYCACHE` where the env holds the same source.
+
+    uv installs a dependency at the version running here from one cache (on one file system, the very
+    file), yet the env's first process compiled every such module again (≈ 1 s of CPU per env: pydantic,
+    pydantic-ai, the harness at this version). A ``.pyc`` of ``ours`` (this interpreter's site-packages) is
+    linked only where Python would take it for the env's source: its header names that file's mtime and
+    size, or a hash Python checks itself (never an unchecked hash). Anything else is compiled on first
+    use, as before; a link is replaced when compiled again, never written through. Returns how many.
+    """
+    if not cache_tag or cache_tag != sys.implementation.cache_tag or not site or not ours:
+        return 0
+    if not (os.path.isabs(site) and os.path.isdir(ours)) or os.path.realpath(site) == os.path.realpath(ours):
+        return 0
+    magic = importlib.util.MAGIC_NUMBER
+    prefix = env / PYCACHE
+    linked = 0
+    for dirpath, dirnames, filenames in os.walk(site):
+        dirnames[:] = [d for d in dirnames if d != "__pycache__" and not d.endswith(".dist-info")]
+        rel = os.path.relpath(dirpath, site)
+        target = prefix / os.path.splitdrive(dirpath)[1].lstrip(os.sep + (os.altsep or ""))  # as cache_from_source maps it
+        for name in filenames:
+            if not name.endswith(".py"):
+                continue
+            theirs = os.path.join(dirpath, name)
+            mine = os.path.normpath(os.path.join(ours, rel, name))
+            try:
+                st = os.stat(theirs)
+                with open(importlib.util.cache_from_source(mine), "rb") as f:
+                    header = f.read(16)
+            except OSError:
+                continue
+            if len(header) < 16 or header[:4] != magic:
+                continue
+            flags = int.from_bytes(header[4:8], "little")
+            stamped = flags == 0 and header[8:16] == (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little") + (
+                st.st_size & 0xFFFFFFFF).to_bytes(4, "little")
+            if not (stamped or flags == 0b11):  # 0b11: a hash Python checks against the source before use
+                continue
+            try:
+                target.mkdir(parents=True, exist_ok=True)
+                os.link(importlib.util.cache_from_source(mine), target / f"{name[:-3]}.{cache_tag}.pyc")
+                linked += 1
+            except FileExistsError:
+                pass
+            except OSError:
+                return linked  # no links here (another file system, read-only): compiled on first use instead
     return linked
 
 
@@ -544,6 +597,7 @@ def _build(
     if not info.harness:
         raise _InstallError(f"{spec.spec}: installed, but {HARNESS} is not in the environment")
     _seed_stdlib_bytecode(path, versions.get("stdlib") or "", versions.get("cache_tag"))
+    _seed_site_bytecode(path, versions.get("purelib") or "", sysconfig.get_paths()["purelib"], versions.get("cache_tag"))
 
 
 # --------------------------------------------------------------------------- interpreters

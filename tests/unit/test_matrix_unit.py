@@ -757,6 +757,39 @@ def test_a_new_env_links_the_interpreters_compiled_standard_library(tmp_path: Pa
     assert _envs._seed_stdlib_bytecode(env, "relative/lib", "cpython-311") == 0
 
 
+def test_a_new_env_links_the_bytecode_this_process_has_of_the_same_sources(tmp_path: Path) -> None:
+    """uv installs a dependency at the version running here from one cache (often the very file): its bytecode
+    exists already, and the env's first process compiled it again (≈ 1 s of CPU an env). Linked where Python
+    would take it for the env's source (the header's mtime and size, or a hash Python checks), else left alone."""
+    import importlib.util
+    import os
+    import py_compile
+
+    ours, theirs = tmp_path / "ours" / "site-packages", tmp_path / "env" / "lib" / "site-packages"
+    for site in (ours, theirs):
+        (site / "pkg").mkdir(parents=True)
+    for name, text in (("same.py", "A = 1\n"), ("edited.py", "B = 2\n"), ("hashed.py", "C = 3\n"), ("unchecked.py", "D = 4\n"),
+                       ("uncompiled.py", "E = 5\n")):
+        (ours / "pkg" / name).write_text(text)
+        (theirs / "pkg" / name).write_text(text.replace("2", "22") if name == "edited.py" else text)
+        os.utime(theirs / "pkg" / name, (1_700_000_000, 1_700_000_000))
+        os.utime(ours / "pkg" / name, (1_700_000_000, 1_700_000_000))
+    modes = {"same.py": py_compile.PycInvalidationMode.TIMESTAMP, "edited.py": py_compile.PycInvalidationMode.TIMESTAMP,
+             "hashed.py": py_compile.PycInvalidationMode.CHECKED_HASH,
+             "unchecked.py": py_compile.PycInvalidationMode.UNCHECKED_HASH}
+    for name, mode in modes.items():
+        py_compile.compile(str(ours / "pkg" / name), invalidation_mode=mode, doraise=True)
+    tag = importlib.util.cache_from_source("x.py").rsplit(".", 2)[-2]
+    env = tmp_path / "env"
+    assert _envs._seed_site_bytecode(env, str(theirs), str(ours), tag) == 2
+    cache = env / _envs.PYCACHE / str(theirs / "pkg").lstrip("/")
+    assert sorted(p.name for p in cache.iterdir()) == [f"hashed.{tag}.pyc", f"same.{tag}.pyc"]
+    same = Path(importlib.util.cache_from_source(str(ours / "pkg" / "same.py")))
+    assert (cache / f"same.{tag}.pyc").stat().st_ino == same.stat().st_ino
+    assert _envs._seed_site_bytecode(env, str(theirs), str(ours), tag) == 0  # already there: nothing to do
+    assert _envs._seed_site_bytecode(tmp_path / "env2", str(theirs), str(ours), "another-311") == 0  # another interpreter
+
+
 @pytest.mark.parametrize("blank", ["", "  "])
 def test_a_blank_python_is_bad_input_not_dropped(blank: str) -> None:
     """`--python ""` (an unset CI variable, `--python $PY`) was dropped unsaid: the matrix ran on the default
