@@ -23,6 +23,7 @@ from .cassette import (
     head_problem,
     iter_cassettes,
     load,
+    paused_gc,
     save,
     save_readable,
     write_atomic,
@@ -458,6 +459,18 @@ def accept(
 
 
 def compare_files(a: Path, b: Path, rules: Rules = Rules(), limits: Limits = DEFAULT_LIMITS) -> ScenarioReport:
+    """Load, diff and check both sides, with the cyclic collector paused for all of it at once.
+
+    The comparison builds plain, acyclic data (decoded tables, normalised messages, facts): each
+    stage collecting on its way out (:func:`paused_gc` per load, per normalisation, per side's
+    checks) walked both loaded cassettes again, 0.4 s of a 10,000-request diff. Nested, the stages'
+    pauses collect nothing; this one collects once, after the cassettes are dropped.
+    """
+    with paused_gc():
+        return _compare_files(a, b, rules, limits)
+
+
+def _compare_files(a: Path, b: Path, rules: Rules, limits: Limits) -> ScenarioReport:
     ca, cb = load(a, limits), load(b, limits)
     sid = ca.header.scenario_id or cb.header.scenario_id or f"{a} vs {b}"
     for side, ran, stopped in ((b, ca, cb), (a, cb, ca)):  # as `run` and `matrix` call it: no verdict, an error
