@@ -1191,6 +1191,35 @@ def main(argv: list[str] | None = None, command: Any = None) -> None:
         raise
 
 
+def script() -> NoReturn:
+    """The ``replay`` console script: :func:`main` in a process of its own, ended without tearing down its heap.
+
+    Python's own exit frees every object one by one and collects them all once more: 0.25 s of
+    the 6 s a 10,000-request ``replay diff`` took, for a heap the operating system drops at once.
+    Exit handlers still run and the standard streams are flushed first; with another thread still
+    running (which a normal exit waits for) or a stream that cannot be flushed, the normal exit.
+    """
+    import atexit
+    import threading
+
+    try:
+        main()
+        code: Any = 0
+    except SystemExit as exc:
+        code = exc.code
+    if code is not None and not isinstance(code, int):  # sys.exit("text"): printed, exit status 1
+        raise SystemExit(code)
+    if threading.active_count() > 1:
+        raise SystemExit(code)
+    atexit._run_exitfuncs()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed pipe or stream: the normal exit reports it as it always did
+        raise SystemExit(code) from None
+    os._exit(code or 0)
+
+
 _PATH_OPTIONS = frozenset({"--cassettes", "--out", "-o", "--env-dir", "--html"})
 
 
