@@ -1197,7 +1197,8 @@ def script() -> NoReturn:
     Python's own exit frees every object one by one and collects them all once more: 0.25 s of
     the 6 s a 10,000-request ``replay diff`` took, for a heap the operating system drops at once.
     Exit handlers still run and the standard streams are flushed first; with another thread still
-    running (which a normal exit waits for) or a stream that cannot be flushed, the normal exit.
+    running (which a normal exit waits for), a profiler or tracer attached, or a stream that cannot
+    be flushed, the normal exit.
     """
     import atexit
     import threading
@@ -1209,8 +1210,8 @@ def script() -> NoReturn:
         code = exc.code
     if code is not None and not isinstance(code, int):  # sys.exit("text"): printed, exit status 1
         raise SystemExit(code)
-    if threading.active_count() > 1:
-        raise SystemExit(code)
+    if threading.active_count() > 1 or sys.getprofile() is not None or sys.gettrace() is not None:
+        raise SystemExit(code)  # cProfile and coverage write their results at the normal exit
     atexit._run_exitfuncs()
     try:
         sys.stdout.flush()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import replay
 
@@ -85,3 +86,14 @@ def test_the_console_script_exits_without_tearing_down_its_heap() -> None:
     assert done.returncode == 2, done.stderr
     assert "no such cassette" in done.stderr
     assert done.stdout.splitlines() == ["exit handlers ran"]
+
+
+def test_the_console_script_under_a_profiler_exits_normally(tmp_path: Path) -> None:
+    """``python -m cProfile -o out $(which replay) …`` writes its results at the normal exit."""
+    entry = tmp_path / "replay_script.py"
+    entry.write_text("from replay.cli import script\nscript()\n")
+    out = tmp_path / "profile.out"
+    done = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(out), str(entry), "--help"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert out.is_file()
