@@ -156,9 +156,16 @@ def test_indented_json_is_what_the_standard_library_writes(value: object) -> Non
     assert dumps_json(value, indent=2) == _by_json(value)
 
 
+@settings(max_examples=3000, deadline=None)
+@given(st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.floats(min_value=1e-6, max_value=1e17)))
+def test_a_float_is_written_as_the_standard_library_writes_it(value: float) -> None:
+    assert dumps_json({"x": [value]}, indent=2) == _by_json({"x": [value]})
+
+
 def test_only_plain_values_take_the_fast_writer() -> None:
     assert _indented_plain({"a": [1, (2, "x")], "b": None, "c": True}) is not None
     assert _indented_plain({"a": 1e-05}) is None  # json writes 1e-05, pydantic-core 1e-5
+    assert _indented_plain({"seconds": 10.546, "cost": [0.25, -0.0, 123456789012345.6]}) is not None  # a report's timing
     assert _indented_plain({1: "x"}) is None  # json turns the key into text
     assert _indented_plain({"a": "\ud800"}) is None  # a lone surrogate: pydantic-core refuses it
     assert dumps_json({"a": "\ud800\x7f\x85"}, indent=2) == _by_json({"a": "\ud800\x7f\x85"})
