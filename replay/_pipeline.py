@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import textwrap
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -464,8 +465,12 @@ def compare_files(a: Path, b: Path, rules: Rules = Rules(), limits: Limits = DEF
     The comparison builds plain, acyclic data (decoded tables, normalised messages, facts): each
     stage collecting on its way out (:func:`paused_gc` per load, per normalisation, per side's
     checks) walked both loaded cassettes again, 0.4 s of a 10,000-request diff. Nested, the stages'
-    pauses collect nothing; this one collects once, after the cassettes are dropped.
+    pauses collect nothing; this one collects once, after the cassettes are dropped. The caller's
+    young garbage is collected first: the checks file everything alive as old (``invariants._results``),
+    and with the collector paused they no longer collect before they do.
     """
+    if gc.isenabled():
+        gc.collect(1)
     with paused_gc():
         return _compare_files(a, b, rules, limits)
 
