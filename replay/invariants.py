@@ -202,10 +202,12 @@ def _results(cassette: Cassette, names: list[str]) -> dict[str, Result]:
     # the next stage's allocations do not trigger a full one over them (0.45 s at 10,000 requests).
     # Not while a user holds objects frozen (the unfreeze would thaw them), and not the process's
     # young cycles (collected first): filed old uncounted, no full collection ever came for them.
-    thaw = not gc.get_freeze_count()
+    # With the collector paused by the caller (``_pipeline.compare_files``) no collection can come to
+    # walk anything: nothing is frozen, and what the caller's stages left young stays young for its
+    # pause's own collection (frozen, a hostile cassette's cycles were filed old uncounted).
+    thaw = gc.isenabled() and not gc.get_freeze_count()
     if thaw:
-        if gc.isenabled():
-            gc.collect(1)
+        gc.collect(1)
         gc.freeze()
     try:
         with paused_gc(), _facts.shared(private=True):
