@@ -1191,6 +1191,16 @@ def main(argv: list[str] | None = None, command: Any = None) -> None:
         raise
 
 
+def _observed() -> bool:
+    """A profiler or tracer is attached: cProfile and coverage write their results at the normal exit.
+    On Python 3.12+ cProfile (and coverage's ``sysmon`` core) attach through ``sys.monitoring``, which
+    ``sys.getprofile()`` does not show."""
+    if sys.getprofile() is not None or sys.gettrace() is not None:
+        return True
+    monitoring = getattr(sys, "monitoring", None)
+    return monitoring is not None and any(monitoring.get_tool(tool) is not None for tool in range(6))
+
+
 def script() -> NoReturn:
     """The ``replay`` console script: :func:`main` in a process of its own, ended without tearing down its heap.
 
@@ -1210,7 +1220,7 @@ def script() -> NoReturn:
         code = exc.code
     if code is not None and not isinstance(code, int):  # sys.exit("text"): printed, exit status 1
         raise SystemExit(code)
-    if threading.active_count() > 1 or sys.getprofile() is not None or sys.gettrace() is not None:
+    if threading.active_count() > 1 or _observed():
         raise SystemExit(code)  # cProfile and coverage write their results at the normal exit
     atexit._run_exitfuncs()
     try:
