@@ -469,6 +469,15 @@ _PROBE = (
 _STDLIB_SKIP = frozenset({"site-packages", "dist-packages", "test", "tests", "idlelib", "tkinter", "turtledemo", "lib2to3"})
 
 
+def _link(source: str, target: Path) -> int:
+    """1 when ``source`` is now linked at ``target``, 0 when a file is there already; OSError where no link can be made."""
+    try:
+        os.link(source, target)
+    except FileExistsError:
+        return 0
+    return 1
+
+
 def _seed_stdlib_bytecode(env: Path, stdlib: str, cache_tag: str | None) -> int:
     """Hard-link the base interpreter's compiled standard library into the env's :data:`PYCACHE`.
 
@@ -495,11 +504,7 @@ def _seed_stdlib_bytecode(env: Path, stdlib: str, cache_tag: str | None) -> int:
         try:
             target.mkdir(parents=True, exist_ok=True)
             for name in names:
-                try:
-                    os.link(os.path.join(dirpath, name), target / name)
-                    linked += 1
-                except FileExistsError:
-                    pass
+                linked += _link(os.path.join(dirpath, name), target / name)
         except OSError:
             return linked  # no links here (another file system, read-only): compiled on first use instead
     return linked
@@ -546,10 +551,7 @@ def _seed_site_bytecode(env: Path, site: str, ours: str, cache_tag: str | None) 
                 continue
             try:
                 target.mkdir(parents=True, exist_ok=True)
-                os.link(importlib.util.cache_from_source(mine), target / f"{name[:-3]}.{cache_tag}.pyc")
-                linked += 1
-            except FileExistsError:
-                pass
+                linked += _link(importlib.util.cache_from_source(mine), target / f"{name[:-3]}.{cache_tag}.pyc")
             except OSError:
                 return linked  # no links here (another file system, read-only): compiled on first use instead
     return linked
