@@ -57,6 +57,19 @@ def test_normalized_view_is_one_field_per_line_and_stable(cli) -> None:
     assert max(map(len, lines)) < 400  # no message squeezed onto one line
 
 
+SPY_PLUGIN_SCAN = (
+    "real, real_dists = m.entry_points, m.distributions\n"
+    "def spy(**kw):\n"
+    "    if kw.get('group') == 'pydantic': sys.stderr.write('SCANNED\\n')\n"
+    "    return real(**kw)\n"
+    "def spy_dists(**kw):  # pydantic before 2.14 looks through every distribution's entry points\n"
+    "    sys.stderr.write('SCANNED\\n')\n"
+    "    return real_dists(**kw)\n"
+    "m.entry_points, m.distributions = spy, spy_dists\n"
+)
+"""Probe code (``importlib.metadata as m`` and ``sys`` imported) writing SCANNED when pydantic looks for plugins."""
+
+
 def test_show_does_not_look_for_pydantic_plugins() -> None:
     """The cassette models are the tool's own: `replay show` skips pydantic's entry-point scan for
     them, and leaves PYDANTIC_DISABLE_PLUGINS as it found it (unset) for anything after."""
@@ -65,15 +78,8 @@ def test_show_does_not_look_for_pydantic_plugins() -> None:
 
     probe = (
         "import importlib.metadata as m, os, sys\n"
-        "real, real_dists = m.entry_points, m.distributions\n"
-        "def spy(**kw):\n"
-        "    if kw.get('group') == 'pydantic': sys.stderr.write('SCANNED\\n')\n"
-        "    return real(**kw)\n"
-        "def spy_dists(**kw):  # pydantic before 2.14 looks through every distribution's entry points\n"
-        "    sys.stderr.write('SCANNED\\n')\n"
-        "    return real_dists(**kw)\n"
-        "m.entry_points, m.distributions = spy, spy_dists\n"
-        "from replay.cli import main\n"
+        + SPY_PLUGIN_SCAN
+        + "from replay.cli import main\n"
         "try:\n"
         f"    main(['show', {str(LONG)!r}])\n"
         "except SystemExit as exc:\n"
@@ -101,15 +107,8 @@ def test_show_does_not_import_the_plugin_loaders_metadata_reader() -> None:
         "    assert not exc.code, exc.code\n"
         "sys.stderr.write('METADATA ' + str('importlib.metadata' in sys.modules) + '\\n')\n"
         "import importlib.metadata as m\n"
-        "real, real_dists = m.entry_points, m.distributions\n"
-        "def spy(**kw):\n"
-        "    if kw.get('group') == 'pydantic': sys.stderr.write('SCANNED\\n')\n"
-        "    return real(**kw)\n"
-        "def spy_dists(**kw):  # pydantic before 2.14 looks through every distribution's entry points\n"
-        "    sys.stderr.write('SCANNED\\n')\n"
-        "    return real_dists(**kw)\n"
-        "m.entry_points, m.distributions = spy, spy_dists\n"
-        "import pydantic\n"
+        + SPY_PLUGIN_SCAN
+        + "import pydantic\n"
         "from replay.cli import _plugin_loader_on_demand\n"
         "with _plugin_loader_on_demand():  # as `record` imports a scenario's models\n"
         "    class User(pydantic.BaseModel):\n"

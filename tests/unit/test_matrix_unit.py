@@ -13,6 +13,14 @@ from replay import matrix as mx
 from replay.errors import ReplayUsageError
 from replay.matrix import _envs
 
+
+def _an_env_at(info: _envs.EnvInfo) -> None:
+    """What a fake ``_build`` leaves: an env folder with a ``python`` in it."""
+    py = _envs.env_python(Path(info.path))
+    py.parent.mkdir(parents=True)
+    py.write_text("")
+
+
 # --------------------------------------------------------------------------- version specs
 
 
@@ -164,9 +172,7 @@ def test_stamped_env_is_reused_and_unstamped_one_rebuilt(tmp_path: Path, monkeyp
         pins: Any = (),
     ) -> None:
         builds.append(spec.spec)
-        py = _envs.env_python(Path(info.path))
-        py.parent.mkdir(parents=True)
-        py.write_text("")
+        _an_env_at(info)
         info.harness, info.slim, info.python, info.freeze = spec.spec, "2.0", "3.11", ["a==1"]
 
     monkeypatch.setattr(_envs, "_build", fake_build)
@@ -215,9 +221,7 @@ def test_a_moved_env_cache_runs_its_own_envs(tmp_path: Path, monkeypatch: pytest
         info: _envs.EnvInfo, spec: _envs.VersionSpec, installer: _envs.Installer, root: Path, extras: Any = (),
         pins: Any = (),
     ) -> None:
-        py = _envs.env_python(Path(info.path))
-        py.parent.mkdir(parents=True)
-        py.write_text("")
+        _an_env_at(info)
         info.harness, info.slim, info.python = spec.spec, "2.0", "3.11"
 
     monkeypatch.setattr(_envs, "_build", fake_build)
@@ -282,9 +286,7 @@ def test_an_env_cache_that_cannot_be_made_is_an_error_cell_not_a_traceback(tmp_p
     def built(
         info: _envs.EnvInfo, spec: _envs.VersionSpec, installer: _envs.Installer, root: Path, extras: Any = (), pins: Any = ()
     ) -> None:
-        py = _envs.env_python(Path(info.path))
-        py.parent.mkdir(parents=True)
-        py.write_text("")
+        _an_env_at(info)
 
     def full(self: Path, *args: Any, **kwargs: Any) -> int:
         raise OSError(28, "No space left on device", str(self))
@@ -616,9 +618,7 @@ def test_prune_never_removes_an_env_another_run_holds(tmp_path: Path, monkeypatc
     def fake_build(
         info: _envs.EnvInfo, spec: _envs.VersionSpec, installer: _envs.Installer, root: Path, extras: Any = (), pins: Any = ()
     ) -> None:
-        py = _envs.env_python(Path(info.path))
-        py.parent.mkdir(parents=True)
-        py.write_text("")
+        _an_env_at(info)
         info.harness = spec.spec
 
     monkeypatch.setattr(_envs, "_build", fake_build)
