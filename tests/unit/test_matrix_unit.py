@@ -875,13 +875,19 @@ def _fake_installer(monkeypatch: pytest.MonkeyPatch, refuse_pins: bool) -> list[
     return calls
 
 
-def test_an_env_is_installed_with_the_pins_as_constraints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = _fake_installer(monkeypatch, refuse_pins=False)
+def _built(tmp_path: Path, installer: _envs.Installer, pins: list[str]) -> _envs.EnvInfo:
+    """An env of 0.54.0 built with ``pins`` by the fake installer (this tool installed from its checkout)."""
     spec = _envs.parse_versions(["0.54.0"])[0]
     info = _envs.EnvInfo(spec.spec, spec.label, spec.kind, "k", str(tmp_path / "env"), "created")
     (tmp_path / "env").mkdir()
-    (tmp_path / "pyproject.toml").write_text("")  # the tool's checkout, installed from source
-    _envs._build(info, spec, _envs.Installer("uv", ("uv",)), tmp_path, (), ["httpx==0.29.0", "pydantic==2.14.4"])
+    (tmp_path / "pyproject.toml").write_text("")
+    _envs._build(info, spec, installer, tmp_path, (), pins)
+    return info
+
+
+def test_an_env_is_installed_with_the_pins_as_constraints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _fake_installer(monkeypatch, refuse_pins=False)
+    info = _built(tmp_path, _envs.Installer("uv", ("uv",)), ["httpx==0.29.0", "pydantic==2.14.4"])
     installs = [c for c in calls if "install" in c]
     assert len(installs) == 1 and "--constraint" in installs[0]
     held = Path(installs[0][installs[0].index("--constraint") + 1])
@@ -891,11 +897,7 @@ def test_an_env_is_installed_with_the_pins_as_constraints(tmp_path: Path, monkey
 
 def test_a_harness_that_refuses_the_pins_resolves_afresh_and_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = _fake_installer(monkeypatch, refuse_pins=True)
-    spec = _envs.parse_versions(["0.54.0"])[0]
-    info = _envs.EnvInfo(spec.spec, spec.label, spec.kind, "k", str(tmp_path / "env"), "created")
-    (tmp_path / "env").mkdir()
-    (tmp_path / "pyproject.toml").write_text("")
-    _envs._build(info, spec, _envs.Installer("pip"), tmp_path, (), ["pydantic==2.14.4"])
+    info = _built(tmp_path, _envs.Installer("pip"), ["pydantic==2.14.4"])
     installs = [c for c in calls if "install" in c]
     assert [("--constraint" in c) for c in installs] == [True, False]
     assert info.pinned == 0 and info.unpinned is not None and info.unpinned.startswith("Because pydantic-ai-slim==2.54.0")
@@ -906,11 +908,7 @@ def test_a_harness_that_refuses_the_pins_resolves_afresh_and_says_why(tmp_path: 
 
 def test_a_refusal_lets_go_of_the_pins_it_names_and_keeps_the_rest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = _fake_installer(monkeypatch, refuse_pins=True)
-    spec = _envs.parse_versions(["0.54.0"])[0]
-    info = _envs.EnvInfo(spec.spec, spec.label, spec.kind, "k", str(tmp_path / "env"), "created")
-    (tmp_path / "env").mkdir()
-    (tmp_path / "pyproject.toml").write_text("")
-    _envs._build(info, spec, _envs.Installer("uv", ("uv",)), tmp_path, (), ["httpx==0.29.0", "pydantic==2.14.4", "pydantic-core==2.50.5"])
+    info = _built(tmp_path, _envs.Installer("uv", ("uv",)), ["httpx==0.29.0", "pydantic==2.14.4", "pydantic-core==2.50.5"])
     installs = [c for c in calls if "install" in c]
     assert [("--constraint" in c) for c in installs] == [True, True]  # no afresh install: httpx and pydantic-core stay held
     assert Path(installs[-1][installs[-1].index("--constraint") + 1]).read_text() == "httpx==0.29.0\npydantic-core==2.50.5\n"
