@@ -1462,6 +1462,18 @@ def test_an_agent_renamed_since_the_recording_is_not_told_to_append(pytester: py
             "(it holds main 1) and --replay-mode=none only replays; re-record the test with --replay-mode=all") in output(renamed)
 
 
+def test_a_renamed_agent_appended_lists_its_new_role_beside_the_removed_one(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With --replay-mode=new the requests the replay added were dropped from the failure it reported for what
+    else changed: a renamed agent read `main[0] removed` and nothing of `bot`'s request that replaced it."""
+    monkeypatch.delenv("CI", raising=False)
+    pytester.makepyfile(test_renamed=RENAMED_TEST)
+    run(pytester, monkeypatch, AGENT_NAME="").assert_outcomes(passed=1)
+    appended = run(pytester, monkeypatch, "--replay-mode=new", AGENT_NAME="bot")
+    appended.assert_outcomes(failed=1)
+    text = output(appended)
+    assert "main[0] removed" in text and "bot[0] added" in text, text
+
+
 INTERRUPTED_TEST = """
 import os
 
