@@ -22,7 +22,7 @@ import contextvars
 import functools
 import hashlib
 import re
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -214,6 +214,37 @@ class Facts:
                 continue
         return value
 
+    def preload(self, c: Cassette, indices: Iterable[int]) -> None:
+        """Load every message of ``indices`` not loaded yet in this scope, many to one pydantic call, and
+        compute their :data:`DERIVED` facts, as :meth:`from_loaded` would one by one.
+
+        One validation of a list of messages costs about half what as many one-message validations
+        do (31 against 57 µs a message of the realistic recording): a 10,000-request comparison loads
+        ~23,000 distinct messages. A chunk that fails to load (one message this version cannot read)
+        is loaded message by message, so each gets what :meth:`from_loaded` gives it.
+        """
+        wanted: dict[Hashable, int] = {}
+        memo = self._memo
+        for i in indices:
+            key = self.key(c, i)
+            if ("loadable", key) not in memo and key not in wanted:
+                wanted[key] = i
+        items = list(wanted.items())
+        table = c.messages
+        for start in range(0, len(items), _CHUNK):
+            chunk = items[start : start + _CHUNK]
+            try:
+                loads: list[list[Any] | None] = [[m] for m in _load_many([table[i] for _, i in chunk])]
+            except Exception:
+                loads = [_load(table[i]) for _, i in chunk]
+            for (key, i), loaded in zip(chunk, loads, strict=True):
+                message = table[i]
+                for kind, compute in list(DERIVED.items()):
+                    try:
+                        memo[(kind, key)] = compute(message, loaded)
+                    except Exception:  # left for its own call, which raises there (as from_loaded does)
+                        continue
+
     def of(self, kind: Hashable, key: Hashable, compute: Callable[[], T]) -> T:
         """``compute()`` for the content ``key`` (a :func:`content_key` or a tuple of them), computed once."""
         slot = (kind, key)
@@ -301,6 +332,16 @@ def derive(kind: Hashable, compute: Callable[[Message, list[Any] | None], Any]) 
 
 
 derive("loadable", lambda message, loaded: loaded is not None)
+
+
+_CHUNK = 512
+"""Messages validated together by :meth:`Facts.preload`: one that fails costs its chunk a second pass."""
+
+
+def _load_many(messages: list[Message]) -> list[Any]:
+    from .recorder import load_messages
+
+    return load_messages(messages)
 
 
 def _load(message: Message) -> list[Any] | None:

@@ -351,6 +351,8 @@ def equivalent_costs(c: Cassette, same_as: Cassette, tokenizer: Tokenizer | None
 
 def _request_costs(c: Cassette, tokenizer: Tokenizer | None) -> list[RequestCost]:
     sizes = _Sizes(c, tokenizer)
+    if tokenizer is None:  # every message sent or answered is estimated below: loaded in batches first
+        sizes.facts.preload(c, {i for ex in c.exchanges if ex.kind in _SENDS for i in ex.messages})
     sent = _Sent(c)
     user_roles = c.user_roles()
     out: list[RequestCost] = []

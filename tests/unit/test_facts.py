@@ -334,3 +334,26 @@ def test_a_derived_fact_that_raises_raises_only_where_it_is_asked(monkeypatch: p
         assert facts.from_loaded("loadable", c, 0) is True
         with pytest.raises(RuntimeError, match="broken fact"):
             facts.from_loaded("broken", c, 0)
+
+
+@pytest.mark.parametrize("private", [False, True])
+def test_preloaded_facts_equal_each_computed_alone(private: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Facts.preload`` validates many messages in one call: each derived fact is still what its own
+    load gives, also for the messages of a chunk that one unloadable message made fail as a whole."""
+    monkeypatch.setattr(_facts, "_CHUNK", 3)
+    broken = {"kind": "request", "parts": [{"part_kind": "no-such-part", "content": "x"}]}
+    for path in RECORDINGS[:6]:
+        c = load(path)
+        c = c.model_copy(update={"messages": [*c.messages[:4], broken, *c.messages[4:]]})
+        expected = [_bare_facts(m) for m in c.messages]
+        assert expected[4]["loadable"] is False
+        with _facts.shared(private=private) as facts:
+            facts.preload(c, range(len(c.messages)))
+            def unexpected(message: Any) -> None:
+                raise AssertionError("a message loaded again")
+
+            with monkeypatch.context() as m:  # every fact is there already
+                m.setattr(_facts, "_load", unexpected)
+                for i, want in enumerate(expected):
+                    for kind, value in want.items():
+                        assert facts.from_loaded(kind, c, i) == value, (path, i, kind)
