@@ -954,6 +954,10 @@ class _Index:
         for ex in c.exchanges:
             if ex.run is not None and _is_main_request(ex, self.user_roles):
                 by_run.setdefault(ex.run, []).append(ex)
+        # every message of these runs is sized below (``_Seq.extend``): loaded in batches first
+        needed = {i for r, xs in by_run.items() for ex in xs for i in ex.messages}
+        needed.update(i for run in c.runs if run.role in self.user_roles for i in (*run.history, *run.result))
+        self.facts.preload(c, (i for i in needed if 0 <= i < len(c.messages)))
         ended: dict[tuple[str, tuple[bytes, ...]], tuple[_Seq, int]] = {}
         views: dict[str, list[_View]] = {}
         for r, run in enumerate(c.runs):
