@@ -334,6 +334,60 @@ def derive(kind: Hashable, compute: Callable[[Message, list[Any] | None], Any]) 
 derive("loadable", lambda message, loaded: loaded is not None)
 
 
+_COUNTED: tuple[Any, int | None] = (None, None)
+
+
+def counted(loaded: list[Any]) -> int | None:
+    """The characters the installed harness's estimate counts in ``loaded`` (one message as loaded,
+    its instructions included: the estimate's tokenizer hook called with ``len``), or None if it
+    cannot count them that way; computed once for the facts of one load that need it.
+
+    Every harness 0.52-0.62 estimates a history as the characters of its segments over four and
+    counts the last instructions as one segment, so a message's size (``wire.cache``) and its
+    characters without instructions (``invariants``) are this figure over four and this figure
+    less the instructions: one pass of the estimator over the message, not three (the size's, and
+    the characters' over a copy made without instructions). Each use checks itself against its
+    own full computation on the first messages of the process (:class:`OnePass`).
+    """
+    global _COUNTED
+    held = _COUNTED
+    if held[0] is loaded:
+        return held[1]
+    try:
+        from pydantic_ai_harness.compaction import estimate_token_count
+
+        found: int | None = int(estimate_token_count(loaded, len))
+    except Exception:
+        found = None
+    _COUNTED = (loaded, found)
+    return found
+
+
+class OnePass:
+    """Whether a fact computed from :func:`counted` still equals its full computation: checked on the
+    first ``VERIFY`` messages of the process; one disagreement (a harness counting otherwise) and the
+    full computation is used from then on."""
+
+    VERIFY = 32
+
+    def __init__(self) -> None:
+        self.checked = 0
+        self.ok = True
+
+    def use(self, cheap: Callable[[], T | None], full: Callable[[], T]) -> T:
+        if not self.ok:
+            return full()
+        value = cheap()
+        if value is None:
+            return full()
+        if self.checked < self.VERIFY:
+            self.checked += 1
+            if value != full():
+                self.ok = False
+                return full()
+        return value
+
+
 _CHUNK = 512
 """Messages validated together by :meth:`Facts.preload`: one that fails costs its chunk a second pass."""
 

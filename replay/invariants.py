@@ -566,6 +566,20 @@ def _message_chars(message: Message, loaded: list[Any] | None = None) -> int | N
     if not _additive(message):
         return None
     if loaded is not None:
+        return _ONE_PASS.use(lambda: _one_pass_chars(message, loaded), lambda: _full_chars(message, loaded))
+    return _full_chars(message, loaded)
+
+
+_ONE_PASS = _facts.OnePass()
+
+
+def _one_pass_chars(message: Message, loaded: list[Any]) -> int | None:
+    n = _facts.counted(loaded)
+    return None if n is None else n - _instructions_chars(message)
+
+
+def _full_chars(message: Message, loaded: list[Any] | None) -> int | None:
+    if loaded is not None:
         try:
             copies = [replace(loaded[0], instructions=None)] if message.get("instructions") else loaded
         except Exception:  # not a request after all: load it without instructions, as below

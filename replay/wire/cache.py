@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._conversations import Predecessors
-from .._facts import current, derive, volatile
+from .._facts import OnePass, counted, current, derive, volatile
 from ..cassette import Cassette, Exchange
 from ..errors import ReplayUsageError
 from ..normaliser._unsent import auto_stated, kept_modes, sent_message, sent_parameters, sent_part, thinks
@@ -173,7 +173,21 @@ def _estimate_one(message: dict[str, Any], tokenizer: Tokenizer | None = None, l
 
 
 _SIZE = ("size", None)
-derive(_SIZE, lambda message, loaded: _estimate_one(message, None, loaded))
+_ONE_PASS = OnePass()
+
+
+def _size(message: dict[str, Any], loaded: list[Any] | None) -> int:
+    if loaded is None:
+        return _estimate_one(message, None, loaded)
+
+    def cheap() -> int | None:
+        n = counted(loaded)
+        return None if n is None else n // 4
+
+    return _ONE_PASS.use(cheap, lambda: _estimate_one(message, None, loaded))
+
+
+derive(_SIZE, _size)
 
 
 def _output_tokens(c: Cassette, ex: Exchange, sizes: _Sizes) -> int:

@@ -296,7 +296,8 @@ def _bare_facts(m: dict[str, Any]) -> dict[str, Any]:
         loaded = load_messages([m])
     except Exception:
         loaded = None
-    return {"chars": invariants._message_chars(m, loaded), _SIZE: _estimate_one(m), "loadable": loaded is not None}
+    chars = invariants._full_chars(m, loaded) if invariants._additive(m) else None  # the full computation, no one pass
+    return {"chars": chars, _SIZE: _estimate_one(m), "loadable": loaded is not None}
 
 
 @pytest.mark.parametrize("private", [False, True])
@@ -357,3 +358,36 @@ def test_preloaded_facts_equal_each_computed_alone(private: bool, monkeypatch: p
                 for i, want in enumerate(expected):
                     for kind, value in want.items():
                         assert facts.from_loaded(kind, c, i) == value, (path, i, kind)
+
+
+def test_one_pass_facts_equal_the_full_computation_on_every_recording(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A message's size and characters from one pass of the estimator (``_facts.counted``) are what
+    the full computations give, on every bundled recording and fixture (several harness versions),
+    with the process's self-check spent (so nothing falls back behind the test's back)."""
+    from replay.recorder import load_messages
+    from replay.wire import cache
+
+    for one in (invariants._ONE_PASS, cache._ONE_PASS):
+        monkeypatch.setattr(one, "checked", one.VERIFY)
+        monkeypatch.setattr(one, "ok", True)
+    seen = 0
+    for path in RECORDINGS:
+        for m in load(path).messages:
+            try:
+                loaded = load_messages([m])
+            except Exception:
+                continue
+            assert cache._size(m, loaded) == cache._estimate_one(m), (path, m)
+            if invariants._additive(m):
+                assert invariants._message_chars(m, loaded) == invariants._full_chars(m, loaded), (path, m)
+            seen += 1
+    assert invariants._ONE_PASS.ok and cache._ONE_PASS.ok and seen > 500
+
+
+def test_one_pass_that_disagrees_falls_back_for_good() -> None:
+    """A harness that counted otherwise: the first disagreement switches to the full computation."""
+    one = _facts.OnePass()
+    assert one.use(lambda: 7, lambda: 7) == 7
+    assert one.use(lambda: 8, lambda: 9) == 9 and not one.ok
+    assert one.use(lambda: 1, lambda: 2) == 2
+    assert one.use(lambda: None, lambda: 5) == 5
