@@ -1,10 +1,12 @@
 """The cassette: what one scenario run sent to and got from every model, and how it ended.
 
-Format v1 is one msgpack map behind an 8-byte magic. Messages are stored once each in a
+A cassette is one msgpack map behind an 8-byte magic. Messages are stored once each in a
 content-addressed table and requests refer to them by index, as ``[start, count]`` runs:
 each request re-sends the whole history, so storing messages per request would grow with
 the square of the conversation length, while runs of indices stay O(1) per request.
-Settings and request parameters (tool definitions) are interned the same way.
+Settings and request parameters (tool definitions) are interned the same way. Format 2 adds
+one thing, stream events as rows under shared key layouts (``_events``), and is written only
+for a cassette that has them.
 """
 
 import contextlib
@@ -25,10 +27,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .._untrusted import check_id, confined
 from ..errors import CassetteError
-from . import _schema
+from . import _events, _schema
 
 MAGIC = b"\xc1replay\n"  # 0xc1 is never valid msgpack, so no stray file matches by accident
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""The newest format this version reads and writes. A cassette is written in the oldest format that
+holds it: 1, unless a streamed call's events are there (2: events as rows, see ``_events``), so a
+recording without streams reads with every earlier harness-replay and is written byte for byte as before."""
+_STREAM_EVENTS_FORMAT = 2
 SUFFIX = ".cassette"
 
 Kind = Literal["request", "request_stream", "count_tokens", "compact_messages"]
@@ -61,7 +67,8 @@ class ErrorInfo(_Model):
 
 
 class Header(_Model):
-    format_version: int = FORMAT_VERSION
+    format_version: int = 1
+    """The format the file was written in (set on writing: see :data:`FORMAT_VERSION`)."""
     tool_version: str = ""
     scenario_id: str | None = None
     source_hash: str | None = None
@@ -452,8 +459,12 @@ def to_wire(cassette: Cassette, *, share_messages: bool = False) -> dict[str, An
     else:
         data = cassette.model_dump(mode="python", exclude_none=False)
     _share_run_texts(data)
+    version = 1
     for ex in data["exchanges"]:
         ex["messages"] = _runs(ex["messages"])
+        if ex.get("events") is not None:
+            ex["events"] = _events.pack(ex["events"])
+            version = _STREAM_EVENTS_FORMAT
         if ex.get("carried_over") is None:
             ex.pop("carried_over", None)  # only accepted cassettes carry the key
         _bare_error(ex)
@@ -470,7 +481,8 @@ def to_wire(cassette: Cassette, *, share_messages: bool = False) -> dict[str, An
             history["source"] = _runs(history["source"])
     else:  # a cassette without histories is written exactly as before they existed
         del data["histories"]
-    return {"format": "harness-replay", "version": FORMAT_VERSION, **data}
+    data["header"]["format_version"] = version
+    return {"format": "harness-replay", "version": version, **data}
 
 
 def dumps(cassette: Cassette) -> bytes:
@@ -567,6 +579,16 @@ def loads(data: bytes, source: object = "<bytes>", limits: Limits = DEFAULT_LIMI
         return _loads(data, source, limits)
 
 
+def _unpack_events(raw: dict[str, Any], limits: Limits) -> None:
+    """Format 2's stream events (rows under shared layouts) back into the maps format 1 holds."""
+    exchanges = raw.get("exchanges")
+    if type(exchanges) is not list:
+        return  # the schema names the problem
+    for i, ex in enumerate(exchanges):
+        if type(ex) is dict and type(ex.get("events")) is dict:
+            ex["events"] = _events.unpack(ex["events"], f"exchanges[{i}].events", limits.max_depth)
+
+
 def _foreign(data: bytes) -> str | None:
     """Why bytes that do not start with the magic are no cassette (None when they do)."""
     if data.startswith(MAGIC):
@@ -660,6 +682,8 @@ def _loads(data: bytes, source: object, limits: Limits) -> Cassette:
     if version < 1:
         raise CassetteError(source, f"unknown cassette format {version}")
     try:
+        if version >= _STREAM_EVENTS_FORMAT:
+            _unpack_events(raw, limits)
         _schema.validate(raw, limits)
         table = len(raw.get("messages") or ())
         budget = limits.max_references

@@ -1,4 +1,4 @@
-"""Writes the v1 conformance fixtures from the format description alone (plain msgpack, no replay code).
+"""Writes the conformance fixtures from the format description alone (plain msgpack, no replay code).
 
 Run once when the format version changes; the files are committed and the tests read them.
 """
@@ -49,9 +49,32 @@ big_int = dict(
     observations=[{"name": "turns", "value": 2}, {"name": "floor", "value": msgpack.ExtType(0, b"-9223372036854775809")}],
 )
 
+# Format 2: a streamed call's events as rows under shared layouts (README "Cassettes"). A layout
+# names the keys in order: "name" (value in the row), ["name"] (a map, in the row as a row of
+# its own), {"name": value} (the layout's constant: null, or a *_kind text). A row is
+# [layout index, values...]. Files without events stay format 1.
+stream_events = dict(
+    minimal,
+    version=2,
+    header={**minimal["header"], "format_version": 2},
+    exchanges=[
+        {**minimal["exchanges"][0], "kind": "request_stream", "events": {
+            "layouts": [
+                ["index", ["part"], {"previous_part_kind": None}, {"event_kind": "part_start"}],
+                ["content", {"id": None}, {"part_kind": "text"}],
+                ["index", ["delta"], {"event_kind": "part_delta"}],
+                ["content_delta", {"provider_name": None}, {"part_delta_kind": "text"}],
+            ],
+            "rows": [[0, 0, [1, "h"]], [2, 0, [3, "i"]]],
+        }},
+        minimal["exchanges"][1],
+    ],
+)
+
 if __name__ == "__main__":
     (HERE / "v1-big-int.cassette").write_bytes(MAGIC + msgpack.packb(big_int, use_bin_type=True))
     (HERE / "v1-shared-texts.cassette").write_bytes(MAGIC + msgpack.packb(shared_texts, use_bin_type=True))
     (HERE / "v1-minimal.cassette").write_bytes(MAGIC + msgpack.packb(minimal, use_bin_type=True))
-    future = dict(minimal, version=2)
-    (HERE / "v2-future.cassette").write_bytes(MAGIC + msgpack.packb(future, use_bin_type=True))
+    (HERE / "v2-stream-events.cassette").write_bytes(MAGIC + msgpack.packb(stream_events, use_bin_type=True))
+    future = dict(minimal, version=3)
+    (HERE / "v3-future.cassette").write_bytes(MAGIC + msgpack.packb(future, use_bin_type=True))

@@ -1,4 +1,4 @@
-"""Pins cassette format v1 independently of the code: fixtures made from the description with plain msgpack."""
+"""Pins cassette formats 1 and 2 independently of the code: fixtures made from the description with plain msgpack."""
 
 from __future__ import annotations
 
@@ -50,8 +50,30 @@ def test_writer_emits_the_same_wire_structure() -> None:
 
 
 def test_future_format_is_refused_with_upgrade_hint() -> None:
-    with pytest.raises(CassetteError, match="format 2.*upgrade"):
-        load(HERE / "v2-future.cassette")
+    with pytest.raises(CassetteError, match="format 3.*upgrade"):
+        load(HERE / "v3-future.cassette")
+
+
+def test_v2_stream_events_load_as_the_maps_they_encode() -> None:
+    c = load(HERE / "v2-stream-events.cassette")
+    assert c.exchanges[0].events == [
+        {"index": 0, "part": {"content": "h", "id": None, "part_kind": "text"}, "previous_part_kind": None,
+         "event_kind": "part_start"},
+        {"index": 0, "delta": {"content_delta": "i", "provider_name": None, "part_delta_kind": "text"},
+         "event_kind": "part_delta"},
+    ]
+    assert [list(e) for e in c.exchanges[0].events] == [  # key order as the layouts give it
+        ["index", "part", "previous_part_kind", "event_kind"], ["index", "delta", "event_kind"]]
+    assert c.exchanges[1].events is None
+
+
+def test_writer_emits_format_2_only_for_stream_events() -> None:
+    rewritten = msgpack.unpackb(dumps(load(HERE / "v2-stream-events.cassette"))[len(MAGIC):])
+    original = msgpack.unpackb((HERE / "v2-stream-events.cassette").read_bytes()[len(MAGIC):])
+    assert rewritten["version"] == 2 and rewritten["header"]["format_version"] == 2
+    assert rewritten["exchanges"][0]["events"] == original["exchanges"][0]["events"]
+    minimal = msgpack.unpackb(dumps(load(HERE / "v1-minimal.cassette"))[len(MAGIC):])
+    assert minimal["version"] == 1 and minimal["header"]["format_version"] == 1
 
 
 def test_integers_past_64_bits_are_extension_type_0_with_their_digits() -> None:

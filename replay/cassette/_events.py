@@ -1,0 +1,131 @@
+"""Stream events on disk (format 2): each event a row of values under a shared key layout.
+
+A streamed answer is recorded event by event so replay hands the reader the same chunks, and a
+provider streams about a token per event: as maps, a 200-word answer's 270 events carried the
+same five or six key names each (``part_delta_kind``, ``provider_details``…), ≈ 130 bytes an event
+around ≈ 6 bytes of text, and a 40,000-word streamed answer made a cassette 18× the size of its
+text. As rows the key names are written once per layout and an event costs its values and a
+few bytes.
+
+``{"layouts": [layout, ...], "rows": [row, ...]}``: a layout is a list of the event's key names in
+its own order, each written as
+
+- ``"name"``: the value is in the row;
+- ``["name"]``: the value is a map, in the row as a row of its own;
+- ``{"name": value}``: the value is the layout's, not in the row — a null, or the text of a
+  ``*_kind`` key (pydantic-ai's discriminators: ``part_delta``, ``text``), the same in every
+  event of one kind.
+
+A row is ``[layout index, value, ...]``, one value per name written in the row. Every other value
+(text, numbers, lists, maps inside lists) is written as it is. Decoding gives back the very maps
+that were encoded, key order included, so nothing downstream sees a difference.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._schema import SchemaError
+
+_MAX_LAYOUTS = 10_000
+"""More distinct layouts than any recording has (pydantic-ai has a dozen event and delta kinds)."""
+
+
+_CONSTANT_TEXT = 64
+"""Longest ``*_kind`` text a layout holds as a constant (pydantic-ai's are a dozen characters)."""
+
+
+def _constant(key: str, value: Any) -> bool:
+    return value is None or (type(value) is str and key.endswith("_kind") and len(value) <= _CONSTANT_TEXT)
+
+
+def pack(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """``events`` as layouts and rows (see the module doc); the inverse of :func:`unpack`."""
+    layouts: dict[tuple[Any, ...], int] = {}
+    wire: list[list[Any]] = []
+
+    def row(event: dict[str, Any]) -> list[Any]:
+        # (key, 0, _) in the row, (key, 1, _) a nested row, (key, 2, value) the layout's constant
+        shape = tuple(
+            (k, 2, v) if _constant(k, v) else (k, 1, None) if type(v) is dict else (k, 0, None) for k, v in event.items()
+        )
+        at = layouts.get(shape)
+        if at is None:
+            at = layouts[shape] = len(wire)
+            wire.append([{s[0]: s[2]} if s[1] == 2 else [s[0]] if s[1] else s[0] for s in shape])
+        out: list[Any] = [at]
+        for s, v in zip(shape, event.values()):
+            if s[1] == 0:
+                out.append(v)
+            elif s[1] == 1:
+                out.append(row(v))
+        return out
+
+    rows = [row(e) for e in events]
+    return {"layouts": wire, "rows": rows}
+
+
+def unpack(packed: Any, where: str, max_depth: int) -> list[dict[str, Any]]:
+    """The events of a packed ``events`` value, or :class:`SchemaError` naming what is wrong and where.
+
+    Bounded like the rest of the loader: a row has exactly one value per name of its layout, so
+    the maps built are never more than the file's own values; nesting stops at ``max_depth``.
+    """
+    if type(packed) is not dict or set(packed) != {"layouts", "rows"}:
+        raise SchemaError(where, "expected a list of events or a map of layouts and rows")
+    layouts = packed["layouts"]
+    rows = packed["rows"]
+    if type(layouts) is not list or type(rows) is not list:
+        raise SchemaError(where, "layouts and rows must be arrays")
+    if len(layouts) > _MAX_LAYOUTS:
+        raise SchemaError(f"{where}.layouts", f"{len(layouts):,} layouts, over the {_MAX_LAYOUTS:,} a cassette may hold")
+    parsed: list[tuple[tuple[str, ...], tuple[int, ...], tuple[Any, ...], int]] = []
+    for i, layout in enumerate(layouts):
+        if type(layout) is not list:
+            raise SchemaError(f"{where}.layouts[{i}]", "expected an array of key names")
+        keys: list[str] = []
+        tags: list[int] = []  # 0 in the row, 1 a nested row, 2 the layout's constant
+        constants: list[Any] = []
+        for entry in layout:
+            if type(entry) is str:
+                keys.append(entry)
+                tags.append(0)
+                constants.append(None)
+            elif type(entry) is list and len(entry) == 1 and type(entry[0]) is str:
+                keys.append(entry[0])
+                tags.append(1)
+                constants.append(None)
+            elif type(entry) is dict and len(entry) == 1 and type(next(iter(entry))) is str:
+                (key, value), = entry.items()
+                if value is not None and type(value) is not str:
+                    raise SchemaError(f"{where}.layouts[{i}].{key}", "a layout's constant must be null or text")
+                keys.append(key)
+                tags.append(2)
+                constants.append(value)
+            else:
+                raise SchemaError(f"{where}.layouts[{i}]", "a key name must be text, text in a one-element array, or a one-entry map")
+        if len(set(keys)) != len(keys):
+            raise SchemaError(f"{where}.layouts[{i}]", "a key name appears twice")
+        parsed.append((tuple(keys), tuple(tags), tuple(constants), sum(t != 2 for t in tags)))
+    count = len(parsed)
+
+    def event(value: Any, at: str, depth: int) -> dict[str, Any]:
+        if depth > max_depth:
+            raise SchemaError(at, f"nested deeper than {max_depth} (Limits.max_depth)")
+        if type(value) is not list or not value or type(value[0]) is not int or not 0 <= value[0] < count:
+            raise SchemaError(at, f"expected a row: [layout index below {count}, value, ...]")
+        keys, tags, constants, width = parsed[value[0]]
+        if len(value) != width + 1:
+            raise SchemaError(at, f"{len(value) - 1} values for the {width} the row of layout {value[0]} holds")
+        out: dict[str, Any] = {}
+        values = iter(value[1:])
+        for k, tag, constant in zip(keys, tags, constants):
+            if tag == 0:
+                out[k] = next(values)
+            elif tag == 1:
+                out[k] = event(next(values), f"{at}.{k}", depth + 1)
+            else:
+                out[k] = constant
+        return out
+
+    return [event(r, f"{where}.rows[{j}]", 1) for j, r in enumerate(rows)]
