@@ -16,13 +16,15 @@ the whole-process baseline of ``replay run``).
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
+from collections.abc import AsyncIterator
 from typing import Any
 
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart, UserPromptPart
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 from pydantic_ai_harness import SystemReminders
 from pydantic_ai_harness.compaction import SummarizingCompaction
 from pydantic_ai_harness.system_reminders import LLMReminder
@@ -68,6 +70,22 @@ async def _answer(messages: list[ModelMessage], info: AgentInfo) -> ModelRespons
     return ModelResponse(parts=[ToolCallPart("lookup", {"topic": f"topic {turn}", "turn": turn}, tool_call_id=f"call-{turn}")])
 
 
+CHUNK = 4
+"""Characters per streamed text event: about a token, as providers stream."""
+
+
+async def _answer_stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+    """``_answer`` as a provider streams it: the tool call in one event, the answer a token at a time."""
+    turn, looked_up = _turn_of(messages)
+    if not looked_up:
+        args = json.dumps({"topic": f"topic {turn}", "turn": turn})
+        yield {0: DeltaToolCall(name="lookup", json_args=args, tool_call_id=f"call-{turn}")}
+        return
+    text = answer_text(turn)
+    for start in range(0, len(text), CHUNK):
+        yield text[start : start + CHUNK]
+
+
 async def _summarize(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     return ModelResponse(parts=[TextPart("Summary: " + _words(len(messages), 90) + ".")])
 
@@ -76,13 +94,15 @@ async def _remind(messages: list[ModelMessage], info: AgentInfo) -> ModelRespons
     return ModelResponse(parts=[TextPart("Stay on the deploy question; answer from the lookup results.")])
 
 
-async def conversation(turns: int = TURNS, models: tuple[Any, Any, Any] | None = None) -> tuple[str, int]:
+async def conversation(turns: int = TURNS, models: tuple[Any, Any, Any] | None = None, *, stream: bool = False) -> tuple[str, int]:
     """The whole conversation; returns the last answer and the final history length.
 
     ``models`` (main, summarizer, reminder) replaces the FunctionModel responders, e.g. with
-    provider models over HTTP (``_wire_scenario``).
+    provider models over HTTP (``_wire_scenario``). ``stream``: the main agent's requests are
+    streamed (an event handler, as a chat front end has), each answer about a token an event.
     """
-    main, summarizer, reminder = models or (FunctionModel(_answer), FunctionModel(_summarize), FunctionModel(_remind))
+    main_model = FunctionModel(_answer, stream_function=_answer_stream) if stream else FunctionModel(_answer)
+    main, summarizer, reminder = models or (main_model, FunctionModel(_summarize), FunctionModel(_remind))
     llm_reminder = LLMReminder(reminder)
     requests = 0
 
@@ -108,22 +128,29 @@ async def conversation(turns: int = TURNS, models: tuple[Any, Any, Any] | None =
     history: list[ModelMessage] = []
     output = ""
     for turn in range(1, turns + 1):
-        result = await agent.run(f"Turn {turn}: what should we check next about the deploy?", message_history=history)
+        result = await agent.run(f"Turn {turn}: what should we check next about the deploy?", message_history=history,
+                                 event_stream_handler=_drain if stream else None)
         history = result.all_messages()
         output = result.output
     return output, len(history)
 
 
-def make_scenario(turns: int = TURNS) -> Any:
+async def _drain(ctx: RunContext[Any], events: AsyncIterator[Any]) -> None:
+    async for _ in events:
+        pass
+
+
+def make_scenario(turns: int = TURNS, *, stream: bool = False) -> Any:
     """The workload as a ``Scenario`` record, for in-process benchmarks."""
     from replay.scenario import Scenario
 
     async def bench_run(run: Run) -> Any:
-        output, length = await conversation(turns)
+        output, length = await conversation(turns, stream=stream)
         run.observe("final_history", length)
         return output
 
-    return Scenario(id=f"bench/realistic_{turns}", func=bench_run, path=None, doc="benchmark workload", source_hash="bench")
+    name = f"bench/realistic_{turns}" + ("_streamed" if stream else "")
+    return Scenario(id=name, func=bench_run, path=None, doc="benchmark workload", source_hash="bench")
 
 
 if __name__ != "__main__":  # a scenario file too; the plain baseline imports nothing of harness-replay

@@ -262,6 +262,27 @@ def bench_size(quick: bool) -> None:
            "json.dumps of those messages (compact separators)")
     detail("file by section: " + ", ".join(f"{k} {fmt_bytes(v)}" for k, v in sorted(sections.items(), key=lambda kv: -kv[1]) if v > 64))
 
+    # 3b: the same conversation streamed (the main agent's answers about a token an event), as a chat front end records it
+    from _scenario import CHUNK, make_scenario
+
+    from replay.recorder import Session, execute_async, finalize
+
+    streamed = finalize(asyncio.run(execute_async(make_scenario(TURNS, stream=True), Session())))
+    data = cas.dumps(streamed)
+    transcript = json.dumps(streamed.messages, separators=(",", ":")).encode()
+    as_maps = {**cas.to_wire(streamed), "version": 1}  # format 1: every event a map of its own
+    for ex, recorded in zip(as_maps["exchanges"], streamed.exchanges, strict=True):
+        if recorded.events is not None:
+            ex["events"] = recorded.events
+    format_1 = len(msgpack.packb(as_maps, use_bin_type=True, default=cas.encode_big_int)) + len(cas.MAGIC)
+    ratio = len(data) / len(transcript)
+    line("3b streamed cassette", fmt_bytes(len(transcript)) + " json", fmt_bytes(len(data)), ratio, "<=1.5", ratio <= 1.5)
+    events = sum(len(ex.events or ()) for ex in streamed.exchanges)
+    detail(f"the same {TURNS} turns with the main agent's requests streamed ({CHUNK} characters an event: {events:,} events "
+           f"in {sum(ex.events is not None for ex in streamed.exchanges)} streamed calls); format 2 (events as rows under "
+           f"shared layouts) against the JSON of the distinct messages; format 1 (each event a map) wrote "
+           f"{fmt_bytes(format_1)}, {format_1 / len(transcript):.2f}x")
+
 
 # --------------------------------------------------------------------------- 4: load speed
 

@@ -22,10 +22,11 @@ def test_cheap_bench_lines_run_to_the_end() -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Traceback" not in done.stderr, done.stderr[-2000:]
-    for name in ("3 cassette size", "4a load vs vcrpy YAML", "4b load vs same JSON"):
+    for name in ("3 cassette size", "3b streamed cassette", "4a load vs vcrpy YAML", "4b load vs same JSON"):
         assert any(line.startswith(name) for line in done.stdout.splitlines()), done.stdout
     assert "structural schema + limits" in done.stdout  # 4b's "of which" steps are timed, not skipped
     assert "40 turns, " in done.stdout  # the workload the line names is the one it measured
+    assert "the same 40 turns with the main agent's requests streamed" in done.stdout and " 0 events" not in done.stdout
     # 10 (the README's "At scale"): every figure it projects from is measured in the run
     out = done.stdout
     assert "10 at scale" in out, out
