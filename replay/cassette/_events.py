@@ -79,53 +79,70 @@ def unpack(packed: Any, where: str, max_depth: int) -> list[dict[str, Any]]:
         raise SchemaError(where, "layouts and rows must be arrays")
     if len(layouts) > _MAX_LAYOUTS:
         raise SchemaError(f"{where}.layouts", f"{len(layouts):,} layouts, over the {_MAX_LAYOUTS:,} a cassette may hold")
-    parsed: list[tuple[tuple[str, ...], tuple[int, ...], tuple[Any, ...], int]] = []
+    parsed: list[tuple[tuple[str, ...], list[Any], tuple[int, ...], tuple[int, ...]]] = []
     for i, layout in enumerate(layouts):
         if type(layout) is not list:
             raise SchemaError(f"{where}.layouts[{i}]", "expected an array of key names")
         keys: list[str] = []
-        tags: list[int] = []  # 0 in the row, 1 a nested row, 2 the layout's constant
-        constants: list[Any] = []
+        template: list[Any] = []  # the layout's constants in place; the row's values fill the slots
+        slots: list[int] = []  # positions the row's values go to, in order
+        nested: list[int] = []  # those of them that are rows of their own
         for entry in layout:
             if type(entry) is str:
+                slots.append(len(keys))
                 keys.append(entry)
-                tags.append(0)
-                constants.append(None)
+                template.append(None)
             elif type(entry) is list and len(entry) == 1 and type(entry[0]) is str:
+                nested.append(len(keys))
+                slots.append(len(keys))
                 keys.append(entry[0])
-                tags.append(1)
-                constants.append(None)
+                template.append(None)
             elif type(entry) is dict and len(entry) == 1 and type(next(iter(entry))) is str:
                 (key, value), = entry.items()
                 if value is not None and type(value) is not str:
                     raise SchemaError(f"{where}.layouts[{i}].{key}", "a layout's constant must be null or text")
                 keys.append(key)
-                tags.append(2)
-                constants.append(value)
+                template.append(value)
             else:
                 raise SchemaError(f"{where}.layouts[{i}]", "a key name must be text, text in a one-element array, or a one-entry map")
         if len(set(keys)) != len(keys):
             raise SchemaError(f"{where}.layouts[{i}]", "a key name appears twice")
-        parsed.append((tuple(keys), tuple(tags), tuple(constants), sum(t != 2 for t in tags)))
+        parsed.append((tuple(keys), template, tuple(slots), tuple(nested)))
     count = len(parsed)
 
-    def event(value: Any, at: str, depth: int) -> dict[str, Any]:
-        if depth > max_depth:
-            raise SchemaError(at, f"nested deeper than {max_depth} (Limits.max_depth)")
+    def event(value: Any, depth: int) -> dict[str, Any]:
+        # per row, work only for the values it holds (a delta: one or two): the constants come with the
+        # template, and where a problem is gets spelled out only when there is one (:class:`_Bad`)
         if type(value) is not list or not value or type(value[0]) is not int or not 0 <= value[0] < count:
-            raise SchemaError(at, f"expected a row: [layout index below {count}, value, ...]")
-        keys, tags, constants, width = parsed[value[0]]
-        if len(value) != width + 1:
-            raise SchemaError(at, f"{len(value) - 1} values for the {width} the row of layout {value[0]} holds")
-        out: dict[str, Any] = {}
-        values = iter(value[1:])
-        for k, tag, constant in zip(keys, tags, constants):
-            if tag == 0:
-                out[k] = next(values)
-            elif tag == 1:
-                out[k] = event(next(values), f"{at}.{k}", depth + 1)
-            else:
-                out[k] = constant
-        return out
+            raise _Bad(f"expected a row: [layout index below {count}, value, ...]")
+        keys, template, slots, nested = parsed[value[0]]
+        if len(value) != len(slots) + 1:
+            raise _Bad(f"{len(value) - 1} values for the {len(slots)} the row of layout {value[0]} holds")
+        values = template.copy()
+        for slot, item in zip(slots, value[1:]):
+            values[slot] = item
+        for slot in nested:
+            if depth >= max_depth:
+                raise _Bad(f"nested deeper than {max_depth} (Limits.max_depth)", keys[slot])
+            try:
+                values[slot] = event(values[slot], depth + 1)
+            except _Bad as bad:
+                bad.path.append(keys[slot])
+                raise
+        return dict(zip(keys, values))
 
-    return [event(r, f"{where}.rows[{j}]", 1) for j, r in enumerate(rows)]
+    out = []
+    for j, row in enumerate(rows):
+        try:
+            out.append(event(row, 1))
+        except _Bad as bad:
+            raise SchemaError(f"{where}.rows[{j}]" + "".join(f".{k}" for k in reversed(bad.path)), bad.problem) from None
+    return out
+
+
+class _Bad(Exception):
+    """A row's problem, and the keys from that row down to it (innermost first), named once it is raised."""
+
+    def __init__(self, problem: str, *path: str) -> None:
+        self.problem = problem
+        self.path = list(path)
