@@ -58,20 +58,23 @@ def replay_cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subp
     )
 
 
-def fresh_recording(tmp: Path) -> bytes:
+def fresh_recording(tmp: Path, scenario: str = "seed000/long") -> bytes:
     """Record a bundled scenario now, so the fuzz starts from what this version writes."""
-    proc = replay_cli("record", "seed000/long", "--cassettes", str(tmp), "--force", cwd=ROOT)
+    proc = replay_cli("record", scenario, "--cassettes", str(tmp), "--force", cwd=ROOT)
     if proc.returncode != 0:
-        raise SystemExit(f"recording seed000/long failed: {proc.stderr.strip()}")
-    return cassette_path(tmp, "seed000/long").read_bytes()
+        raise SystemExit(f"recording {scenario} failed: {proc.stderr.strip()}")
+    return cassette_path(tmp, scenario).read_bytes()
 
 
 def fuzz(tmp: Path) -> None:
     real = fresh_recording(tmp)
+    streamed = fresh_recording(tmp, "coverage/stream")  # format 2: stream events as rows under layouts
     rng = random.Random(SEED)
     categories: dict[str, Iterable[tuple[str, bytes]]] = {
         "truncation": hostile.truncations(real),
         "bit flip": hostile.bit_flips(real, rng, FLIPS),
+        "format 2 bit flip": hostile.bit_flips(streamed, rng, FLIPS // 4),
+        "format 2 wrong type": hostile.wrong_types(streamed),
         "random bytes": hostile.random_bytes(rng, NOISE),
         "wrong type": hostile.wrong_types(real),
         "huge length": hostile.huge_lengths(),

@@ -142,3 +142,21 @@ def test_format_1_keeps_events_as_maps_only() -> None:
 def test_any_value_under_packed_events_loads_or_is_refused(rows: Any) -> None:
     for events in ({"layouts": [["a", ["b"]], ["c"], [{"d": None}]], "rows": rows}, {"layouts": rows, "rows": [[0]]}):
         assert h.verdict(_v2_with_events(events)) in ("loaded", "refused")
+
+
+_V2 = dumps(load(STREAM))
+"""The real stream recording as format 2 writes it: the bit-flip fuzz's seed for the rows' decoder."""
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.integers(len(MAGIC), len(_V2) - 1), st.integers(0, 7)), min_size=1, max_size=8))
+def test_bit_flips_in_a_format_2_file_load_or_are_refused(flips: list[tuple[int, int]]) -> None:
+    buf = bytearray(_V2)
+    for pos, bit in flips:
+        buf[pos] ^= 1 << bit
+    assert h.verdict(bytes(buf), f"flip@{flips}") in ("loaded", "refused")
+
+
+def test_every_truncation_of_a_format_2_file_is_refused() -> None:
+    for label, data in h.truncations(_V2):
+        assert h.verdict(data, label) == "refused", label
