@@ -463,8 +463,10 @@ def to_wire(cassette: Cassette, *, share_messages: bool = False) -> dict[str, An
     for ex in data["exchanges"]:
         ex["messages"] = _runs(ex["messages"])
         if ex.get("events") is not None:
-            ex["events"] = _events.pack(ex["events"])
-            version = _STREAM_EVENTS_FORMAT
+            packed = _events.pack(ex["events"])
+            if packed is not ex["events"]:
+                ex["events"] = packed
+                version = _STREAM_EVENTS_FORMAT
         if ex.get("carried_over") is None:
             ex.pop("carried_over", None)  # only accepted cassettes carry the key
         _bare_error(ex)

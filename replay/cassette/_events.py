@@ -39,18 +39,34 @@ def _constant(key: str, value: Any) -> bool:
     return value is None or (type(value) is str and key.endswith("_kind") and len(value) <= _CONSTANT_TEXT)
 
 
-def pack(events: list[dict[str, Any]]) -> dict[str, Any]:
-    """``events`` as layouts and rows (see the module doc); the inverse of :func:`unpack`."""
+def _rowable(value: Any) -> bool:
+    return type(value) is dict and all(type(k) is str for k in value)
+
+
+class _TooMany(Exception):
+    pass
+
+
+def pack(events: list[Any]) -> dict[str, Any] | list[Any]:
+    """``events`` as layouts and rows (see the module doc); the inverse of :func:`unpack`.
+
+    ``events`` itself (written as maps, which format 2 reads too) when an event is not a map of text
+    keys or the events need more layouts than a reader accepts: what is written always loads.
+    """
+    if not all(_rowable(e) for e in events):
+        return events
     layouts: dict[tuple[Any, ...], int] = {}
     wire: list[list[Any]] = []
 
     def row(event: dict[str, Any]) -> list[Any]:
         # (key, 0, _) in the row, (key, 1, _) a nested row, (key, 2, value) the layout's constant
         shape = tuple(
-            (k, 2, v) if _constant(k, v) else (k, 1, None) if type(v) is dict else (k, 0, None) for k, v in event.items()
+            (k, 2, v) if _constant(k, v) else (k, 1, None) if _rowable(v) else (k, 0, None) for k, v in event.items()
         )
         at = layouts.get(shape)
         if at is None:
+            if len(wire) == _MAX_LAYOUTS:
+                raise _TooMany
             at = layouts[shape] = len(wire)
             wire.append([{s[0]: s[2]} if s[1] == 2 else [s[0]] if s[1] else s[0] for s in shape])
         out: list[Any] = [at]
@@ -61,7 +77,10 @@ def pack(events: list[dict[str, Any]]) -> dict[str, Any]:
                 out.append(row(v))
         return out
 
-    rows = [row(e) for e in events]
+    try:
+        rows = [row(e) for e in events]
+    except (_TooMany, RecursionError):
+        return events
     return {"layouts": wire, "rows": rows}
 
 

@@ -160,3 +160,13 @@ def test_bit_flips_in_a_format_2_file_load_or_are_refused(flips: list[tuple[int,
 def test_every_truncation_of_a_format_2_file_is_refused() -> None:
     for label, data in h.truncations(_V2):
         assert h.verdict(data, label) == "refused", label
+
+
+def test_events_rows_cannot_hold_are_written_as_maps_and_still_load() -> None:
+    many = [{"index": 0, "event_kind": "part_delta", f"k{n}": n} for n in range(_events._MAX_LAYOUTS + 1)]
+    assert _events.pack(many) is many  # a layout each: over what a reader accepts
+    assert _through_disk(_events.pack(many[:-1])) == many[:-1]  # at the bound: rows, and they load
+    odd: list[Any] = [{"index": 0, 1: "a key msgpack keeps as an integer"}]
+    assert _events.pack(odd) is odd  # not a row (nor loadable in any format: keys are text)
+    nested = _events.pack([{"index": 0, "delta": {2: "x"}}])
+    assert isinstance(nested, dict) and nested["layouts"] == [["index", "delta"]]  # that map stays a map in the row
