@@ -286,6 +286,17 @@ def _token_runs(text: str) -> str:
     return " ".join(run.decode("ascii") for run in runs)
 
 
+_HEX_MASK = bytes(0x61 if b in b"0123456789abcdefABCDEF" else 0x20 for b in range(256))
+_HEX_RUN = b"a" * 32
+
+
+def _has_hex_run(text: str) -> bool:
+    """Whether ``text`` holds 32 hex digits in a row: what every ``_HEX_NEAR_RE`` match holds (an
+    ``endpos`` cut shortens a run, never lengthens one). Hex digits are ASCII, so in UTF-8 any
+    other character is bytes outside the set (``_token_runs``' trick): one C-speed pass."""
+    return _HEX_RUN in text.encode("utf-8", "surrogatepass").translate(_HEX_MASK)
+
+
 def _env_secret(name: str, value: str) -> bool:
     """Whether an environment variable's value is a credential to scrub verbatim.
 
@@ -805,7 +816,8 @@ class Scrubber:
             if _AWS_SECRET_RE().search(text):
                 return True
         # Any credential-like name counts, whatever follows: a JSON key's value is a secret whatever it looks like.
-        return any(g in low for g in _CONTEXT_GATES) and bool(_find_context(text, low, screen=True))
+        # (No pre-check that a context word occurs: finding none is the same scans as finding where they stand.)
+        return bool(_find_context(text, low, screen=True))
 
     def _env_in(self, text: str) -> bool:
         return any(v in text or json.dumps(v, ensure_ascii=False)[1:-1] in text for v in self._env_values)
@@ -860,15 +872,20 @@ def _find_context(text: str, low: str, *, screen: bool = False) -> list[_Span]:
 
     ``screen`` stops at the first credential-like name, value or not (see ``_text_might_hold``).
     """
+    hits = _word_hits(text, low)
+    if not hits:
+        return []
     taken = _Placeholders(text)
     spans: list[_Span] = []
     last = 0
     n = len(text)
+    hexy: bool | None = None
+    """Whether the text holds 32 hex characters in a row anywhere, asked once: a hex token needs them."""
     cleared: set[str] = set()
     """Surroundings a screen already found nothing in: it meets the same key names thousands of
     times. A hit's outcome depends only on ``text[hs - 41 : he + 60]`` (the name, the character
     before it, the hex window), so an identical window gives the identical nothing."""
-    for hs, he in _word_hits(text, low):
+    for hs, he in hits:
         if hs < last or (taken and taken.holds(hs)):
             continue
         if screen:
@@ -895,6 +912,10 @@ def _find_context(text: str, low: str, *, screen: bool = False) -> list[_Span]:
                     last = start + len(value)
                     continue
         if low[hs:he] in _HEX_WORDS:
+            if hexy is None:
+                hexy = _has_hex_run(text)
+            if not hexy:  # a recording's usage keys: a regex search after every "…_tokens" finding nothing
+                continue
             hm = _HEX_NEAR_RE().search(text, he, min(n, he + 60))
             if hm is not None and not taken.holds(hm.start()):
                 spans.append(_Span(hm.start(), hm.end(), hm.group(), "hex-token"))

@@ -674,3 +674,82 @@ def test_a_function_key_in_a_url_query_is_scrubbed() -> None:
         assert key.rstrip("=") not in out and "code=<secret:" in out, out
     for text in ("exit code=1 after 3 retries", "the code=done marker", "see https://h/x?mode=code&lang=py"):
         assert Scrubber().scrub(text) == text
+
+
+def _find_context_reference(text: str, low: str, *, screen: bool = False) -> list[Any]:
+    """``scrub._find_context`` as it was before the hex pre-check and the early return (the reference
+    the fast path is compared with)."""
+    from replay import scrub as sc
+
+    taken = sc._Placeholders(text)
+    spans: list[Any] = []
+    last = 0
+    n = len(text)
+    cleared: set[str] = set()
+    for hs, he in sc._word_hits(text, low):
+        if hs < last or (taken and taken.holds(hs)):
+            continue
+        if screen:
+            window = text[hs - 41 : he + 60] if hs >= 41 else f"{hs}:{text[: he + 60]}"
+            if window in cleared:
+                continue
+            cleared.add(window)
+        left, right = text[max(0, hs - 40) : hs], text[he : he + 40]
+        s = hs - len(left) + len(left.rstrip(sc._NAME_STR))
+        e = he + len(right) - len(right.lstrip(sc._NAME_STR))
+        kind = sc.secret_class(text[s:e], s > 0 and text[s - 1] in "?&")
+        if screen and kind is not None:
+            return [sc._Span(s, e, text[s:e], kind)]
+        if kind is not None:
+            vm = sc._VALUE_RE().match(text, e)
+            if vm is not None:
+                group = "qv" if vm.group("qv") is not None else "v"
+                value = vm.group(group)
+                if group == "v":
+                    value = value.rstrip(".,!?:")
+                if sc._credible(value, kind):
+                    start = vm.start(group)
+                    spans.append(sc._Span(start, start + len(value), value, kind))
+                    last = start + len(value)
+                    continue
+        if low[hs:he] in sc._HEX_WORDS:
+            hm = sc._HEX_NEAR_RE().search(text, he, min(n, he + 60))
+            if hm is not None and not taken.holds(hm.start()):
+                spans.append(sc._Span(hm.start(), hm.end(), hm.group(), "hex-token"))
+                last = hm.end()
+    return spans
+
+
+_CONTEXT_PIECES = st.one_of(
+    st.sampled_from(
+        ["token", "input_tokens", "sig", "signal", "key", "Key", "api_key", "secret", "pass", "session", "?code=",
+         "&code=", "auth", "<secret:token:1>", "<secret:", "=", ": ", '":"', " ", "_", "-", ".", "İ", "é", "\ud800"]
+    ),
+    st.text(alphabet="0123456789abcdefABCDEF", min_size=1, max_size=40),  # hex runs, of every length around 32
+    st.text(alphabet="0123456789abcdef", min_size=30, max_size=34),
+    st.text(max_size=5),
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(_CONTEXT_PIECES, max_size=25))
+def test_context_finder_is_the_reference_with_or_without_the_hex_precheck(pieces: list[str]) -> None:
+    """``_find_context`` skips the hex search where the text holds no 32 hex digits in a row, and looks
+    for context words before placeholders: the spans (walk) and the verdict (screen) are the reference's."""
+    from replay.scrub import _find_context, _has_hex_run
+
+    text = "".join(pieces)
+    low = text.lower()
+    assert _find_context(text, low) == _find_context_reference(text, low)
+    assert bool(_find_context(text, low, screen=True)) == bool(_find_context_reference(text, low, screen=True))
+    assert _has_hex_run(text) == (re.search(r"[0-9a-fA-F]{32}", text) is not None)
+
+
+def test_the_screen_still_finds_a_hex_token_after_a_context_word() -> None:
+    """The hex pre-check only skips texts with no 32 hex digits in a row: one after "token" is still found,
+    and one cut short by the window's end too."""
+    hex_token = "0123456789abcdef0123456789abcdef01"
+    assert Scrubber(ScrubConfig(env={}))._text_might_hold('{"usage": {"input_tokens": 3}, "note": "the token ' + hex_token + '"}')
+    assert not Scrubber(ScrubConfig(env={}))._text_might_hold('{"usage": {"input_tokens": 3}, "note": "the signal is fine"}')
+    out = Scrubber(ScrubConfig(env={})).scrub_text(f"token {hex_token}")
+    assert hex_token not in out and "<secret:hex-token:1>" in out
