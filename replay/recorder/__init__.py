@@ -72,9 +72,40 @@ def event_adapter() -> TypeAdapter[Any]:
     return TypeAdapter(ModelResponseStreamEvent)
 
 
+@functools.cache
+def _kind_adapters() -> dict[type, TypeAdapter[Any]]:
+    """A list adapter per message class, with the message list adapter's own config (bytes as base64)."""
+    from pydantic import ConfigDict
+    from pydantic_ai.messages import ModelRequest, ModelResponse
+
+    union_config = getattr(messages_adapter(), "_config", None)
+    if not isinstance(union_config, dict):  # a pydantic that keeps it elsewhere: the union adapter for all
+        return {}
+    config = ConfigDict(**{k: v for k, v in union_config.items() if k != "defer_build"})  # type: ignore[typeddict-item]
+    return {cls: TypeAdapter(list[cls], config=config) for cls in (ModelRequest, ModelResponse)}  # type: ignore[valid-type]
+
+
 def dump_messages(messages: Any) -> list[dict[str, Any]]:
-    dumped: list[dict[str, Any]] = messages_adapter().dump_python(list(messages), mode="json")
-    return dumped
+    """The messages' JSON form, as ``ModelMessagesTypeAdapter`` writes it.
+
+    Requests and responses are each dumped by their own class's adapter when every message is
+    exactly one of the two: the same schema the union picks by ``kind``, without choosing a
+    member for each message (a fifth of a recording's dumping). Anything else (a subclass, an
+    object that is no message) takes the union adapter, warnings and errors as before."""
+    items = list(messages)
+    adapters = _kind_adapters()
+    if not items or any(type(m) not in adapters for m in items):
+        dumped: list[dict[str, Any]] = messages_adapter().dump_python(items, mode="json")
+        return dumped
+    groups: dict[type, list[Any]] = {}
+    for m in items:
+        groups.setdefault(type(m), []).append(m)
+    if len(groups) == 1:
+        ((cls, group),) = groups.items()
+        one: list[dict[str, Any]] = adapters[cls].dump_python(group, mode="json")
+        return one
+    done = {cls: iter(adapters[cls].dump_python(group, mode="json")) for cls, group in groups.items()}
+    return [next(done[type(m)]) for m in items]
 
 
 def load_messages(data: list[dict[str, Any]]) -> list[Any]:

@@ -741,3 +741,45 @@ def test_a_timeout_setting_is_recorded_by_its_values() -> None:
     assert ex.settings is not None
     assert thirty.blobs[ex.settings] == {"timeout": {"<Timeout>": {"connect": 5, "read": 30, "write": 30, "pool": 30}}}
     assert diff(thirty, recorded(60)).changed and not diff(thirty, recorded(30)).changed
+
+
+def _assorted_messages() -> list[Any]:
+    from pydantic_ai.messages import (
+        BinaryContent,
+        ModelRequest,
+        ModelResponse,
+        SystemPromptPart,
+        TextPart,
+        ThinkingPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+    from pydantic_ai.usage import RequestUsage
+
+    return [
+        ModelRequest(parts=[SystemPromptPart("be brief"), UserPromptPart(["look", BinaryContent(b"\x00\xffpng", media_type="image/png")])]),
+        ModelResponse(parts=[ThinkingPart("hmm"), ToolCallPart("lookup", {"q": 1.5, "b": b"raw"}, tool_call_id="c1")], usage=RequestUsage(input_tokens=3)),
+        ModelRequest(parts=[ToolReturnPart("lookup", {"rows": [1, 2], "blob": b"\x01"}, tool_call_id="c1")], instructions="x"),
+        ModelResponse(parts=[TextPart("done")], model_name="m", provider_details={"k": [1, None]}),
+    ]
+
+
+def test_messages_dumped_by_class_are_the_union_adapters_dump() -> None:
+    """dump_messages dumps requests and responses each by their class's adapter: the same JSON, key order
+    and base64 bytes included, as ModelMessagesTypeAdapter writes, in the order given; a subclass or an
+    object that is no message takes the union adapter."""
+    from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelRequest, UserPromptPart
+
+    from replay.recorder import dump_messages
+
+    messages = _assorted_messages()
+    for chosen in (messages, messages[::-1], messages[:1], messages[1:2], [messages[0], messages[2]], []):
+        expected = ModelMessagesTypeAdapter.dump_python(chosen, mode="json")
+        assert json.dumps(dump_messages(chosen)) == json.dumps(expected)
+
+    class Custom(ModelRequest):
+        pass
+
+    odd = [*messages, Custom(parts=[UserPromptPart("sub")])]
+    assert json.dumps(dump_messages(odd)) == json.dumps(ModelMessagesTypeAdapter.dump_python(odd, mode="json"))
