@@ -9,8 +9,11 @@ import fcntl
 import io
 import json
 import os
+import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,9 +37,58 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # for `import fake_ope
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        return  # the controller compiled them before starting the workers
+        return  # the controller compiled them and put the uv below on PATH before starting the workers
     for folder in ("replay", "scenarios", "tests"):
         compileall.compile_dir(ROOT / folder, quiet=2, workers=1)
+    _offline_first_uv()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _UV_SHIM and not os.environ.get("PYTEST_XDIST_WORKER"):
+        shutil.rmtree(_UV_SHIM, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- uv, from its cache first
+# Each harness environment the suite builds (replay.matrix._envs: the shared 0.54.0/0.62.0 pair, the
+# --with, --python, wheel and concurrency tests' own, their `uv pip install` of this checkout) spent
+# ≈ 3 s of its ≈ 4.4 s revalidating uv's cached index pages with the index, one round trip after
+# another; from the cache alone it takes ≈ 1 s. `UV_OFFLINE=1` for the whole session would break a
+# machine whose cache lacks a package (a fresh one, a new --python), so the session gets a `uv` on
+# PATH (found first by replay.matrix._envs.find_installer, and by the tests that run uv) that tries
+# each command offline and, when that fails for any reason, runs it again exactly as asked: a
+# command is never answered worse than before, only sooner. Nothing changes where the caller has set
+# UV_OFFLINE either way, or has no uv (the matrix then falls back to venv + pip, as before).
+
+_UV_SHIM: str | None = None
+
+_UV_SHIM_SCRIPT = """#!/bin/sh
+# uv for the test session (tests/conftest.py): offline (from uv's cache) first, then as asked.
+uv={uv}
+tmp=$(mktemp -d {dir}/run.XXXXXX) || exec "$uv" "$@"
+if UV_OFFLINE=1 "$uv" "$@" >"$tmp/out" 2>"$tmp/err"; then
+  cat "$tmp/out"; cat "$tmp/err" >&2; rm -rf "$tmp"; exit 0
+fi
+rm -rf "$tmp"
+exec "$uv" "$@"
+"""
+
+
+def _offline_first_uv() -> None:
+    global _UV_SHIM
+    if "UV_OFFLINE" in os.environ or os.name != "posix":
+        return
+    real = shutil.which("uv")
+    if real is None:
+        try:
+            from uv import find_uv_bin  # the `uv` the matrix would run as `python -m uv`
+        except ImportError:
+            return
+        real = find_uv_bin()
+    _UV_SHIM = tempfile.mkdtemp(prefix="replay-tests-uv-")
+    shim = Path(_UV_SHIM) / "uv"
+    shim.write_text(_UV_SHIM_SCRIPT.format(uv=shlex.quote(os.path.realpath(real)), dir=shlex.quote(_UV_SHIM)))
+    shim.chmod(0o755)
+    os.environ["PATH"] = f"{_UV_SHIM}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
 @pytest.hookimpl(hookwrapper=True)
