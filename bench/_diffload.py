@@ -139,6 +139,21 @@ print(len(d.get('values_changed', {})))
 """The naive baseline, as a whole process: decode both files and DeepDiff them, leaving out the
 volatile keys a user would know to exclude (timestamps, run and conversation ids)."""
 
+FLOOR = """\
+import sys
+from pathlib import Path
+import deepdiff, pydantic_ai, pydantic_ai_harness.compaction, replay.cli
+from replay.cassette import load
+from replay.config import limits, load_config
+bound = limits(load_config())
+a, b = (load(Path(p), bound) for p in sys.argv[1:3])
+print(len(a.exchanges) + len(b.exchanges))
+"""
+"""What `replay diff` pays before it compares anything, as a whole process: start-up, the imports it
+needs (pydantic-ai and the harness for their own estimates, deepdiff, the CLI) and both files
+loaded as untrusted input (decoded, bounded, validated). Timed on its own, not subtracted: the
+floor under any speed-up of the comparison itself."""
+
 
 def stages(a: Path, b: Path) -> dict[str, float]:
     """CPU seconds of each stage of `replay diff A B --format json` after start-up (what compare_files does)."""

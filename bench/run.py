@@ -489,12 +489,17 @@ def bench_diff_scale(quick: bool) -> None:
         samples = interleave({
             "naive DeepDiff": _child_cpu([sys.executable, "-c", _diffload.NAIVE, a10, b10], DIFF_TIMEOUT, work, []),
             "replay diff": _child_cpu([replay_exe, "diff", a10, b10, "--format", "json"], DIFF_TIMEOUT, work, failed),
+            "floor": _child_cpu([sys.executable, "-c", _diffload.FLOOR, a10, b10], DIFF_TIMEOUT, work, failed),
         }, rounds, clock=_children_clock)
         naive, ours = statistics.median(samples["naive DeepDiff"]), statistics.median(samples["replay diff"])
+        floor = statistics.median(samples["floor"])
         line("5d diff vs naive 10k", spread(samples["naive DeepDiff"], sec), spread(samples["replay diff"], sec),
              naive / ours, ">=10", not failed and naive / ours >= 10,
              note="ratio = speed-up; whole processes, CPU of the child (user+sys); naive = decode both files + DeepDiff "
                   "excluding timestamp/run_id/conversation_id/created_at" + (f"; replay diff FAILED: {failed[0]}" if failed else ""))
+        detail(f"floor: a process that only starts, imports what `replay diff` imports and loads both files (untrusted: "
+               f"decoded, bounded, validated) {spread(samples['floor'], sec)} = naive / {naive / floor:.1f}; >= 10x needs the whole "
+               f"`replay diff` <= {sec(naive / 10)}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -109,3 +109,24 @@ def test_scrub_linearity_lines_run(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     for name in ("values learned one by one", "placeholders in one text", "'sk-' prefixes in one text"):
         assert any(line.strip().startswith(name) and "ratio" in line for line in out.splitlines()), out
+
+
+def test_the_diff_floor_process_loads_both_files_as_replay_diff_does(tmp_path: Path) -> None:
+    """5d's floor (start-up, imports and the untrusted load of both files) runs and reads the project's limits."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import _diffload
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    a = ROOT / "cassettes" / "coverage" / "tool_call.cassette"
+    b = ROOT / "cassettes" / "coverage" / "fallback.cassette"
+    done = subprocess.run([sys.executable, "-c", _diffload.FLOOR, str(a), str(b)], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    from replay.cassette import load
+
+    assert done.stdout.strip() == str(len(load(a).exchanges) + len(load(b).exchanges))
+    (tmp_path / "pyproject.toml").write_text("[tool.replay]\nmax-expanded = 10\n")  # the same bound `replay diff` would apply
+    refused = subprocess.run([sys.executable, "-c", _diffload.FLOOR, str(a), str(b)], capture_output=True, text=True,
+                             cwd=tmp_path, timeout=120)
+    assert refused.returncode != 0 and "CassetteError" in refused.stderr and "max" in refused.stderr.lower(), refused.stderr[-2000:]
