@@ -425,6 +425,26 @@ def _carries_harness_data(part: dict[str, Any]) -> bool:
     return isinstance(content, list) and any(_harness_data(c) for c in content)
 
 
+_VOICE_TAG = re.compile(r"<(?=\s*(?:/\s*)?system(?=[\s/>]|$))", re.IGNORECASE)
+"""The ``<`` of an opening or closing ``<system>`` tag, in every spelling pydantic-ai's ``_framing`` escapes."""
+
+
+def _system_voiced(part: dict[str, Any]) -> bool:
+    """Whether a user prompt is a system prompt as pydantic-ai sends one to a model with no
+    mid-conversation system role: its whole text one ``<system>…</system>`` block (``_framing.wrap``,
+    which escapes every other ``<system>`` tag in the body, so the block's own are its only two).
+
+    Such a part is a ``SystemPromptPart`` of the run's history (a harness reminder kept there, an
+    ``LLMReminder``'s note): system text, not a user's or the model's words, as the summarizer's
+    transcript says too (``<message role="system">``, the tags gone). A model with that role is sent
+    the very part as ``system-prompt``, which no check counts as lost either."""
+    content = part.get("content")
+    if not isinstance(content, str):
+        return False
+    text = content.strip()
+    return text.startswith("<system>") and text.endswith("</system>") and len(_VOICE_TAG.findall(text)) == 2
+
+
 def _user_text(part: dict[str, Any]) -> str:
     """A part's text as something a user or the model said: without the harness's own data items."""
     if _carries_harness_data(part):
@@ -486,7 +506,8 @@ def _words(message: Message) -> tuple[list[str], list[list[str]]]:
     The same: ``_text`` joins the part texts with a space, which no token contains or spans, so
     its tokens are each part's tokens one after the other; the needles are some parts' tokens:
     user and assistant texts, not the reminders a request carried for itself alone (the history a
-    compaction is given never had them: README, "Reminders ... never counted as lost").
+    compaction is given never had them: README, "Reminders ... never counted as lost"), nor system
+    prompts sent as ``<system>`` user text (:func:`_system_voiced`).
     """
     parts = _parts(message)
     per = [(p.get("part_kind"), _TOKEN.findall(_part_text(p))) for p in parts]
@@ -495,7 +516,7 @@ def _words(message: Message) -> tuple[list[str], list[list[str]]]:
         # harness data is not a user's words; a prompt without any is its text, already tokenised
         _TOKEN.findall(_user_text(parts[k])) if kind == "user-prompt" and _carries_harness_data(parts[k]) else ts
         for k, (kind, ts) in enumerate(per)
-        if ts and kind in ("user-prompt", "text") and k not in scoped
+        if ts and kind in ("user-prompt", "text") and k not in scoped and not (kind == "user-prompt" and _system_voiced(parts[k]))
     ]
     return [t for _, ts in per for t in ts], [ts for ts in needles if ts]
 
@@ -1303,7 +1324,7 @@ def _texts(message: Message) -> tuple[str, list[str]]:
     needles: list[str] = []
     for k, (part, text) in enumerate(zip(parts, texts, strict=True)):
         kind = part.get("part_kind")
-        if kind not in ("user-prompt", "text") or k in scoped or not text.strip():
+        if kind not in ("user-prompt", "text") or k in scoped or not text.strip() or (kind == "user-prompt" and _system_voiced(part)):
             continue
         needle = (_user_text(part) if kind == "user-prompt" and _carries_harness_data(part) else text).strip()
         if needle:

@@ -226,7 +226,7 @@ def test_every_trust_scenario_replays_same_on_the_installed_version_three_times(
     for _ in range(3):
         r = cli("run", FIXTURES / "scenarios" / "trust.py", "--cassettes", FIXTURES / "harness-0.62.0", "--format", "json")
         statuses = {sid: cell["status"] for sid, cell in json.loads(r.out)["scenarios"].items()}
-        assert len(statuses) == 21 and set(statuses.values()) == {"same"}, statuses
+        assert len(statuses) == 22 and set(statuses.values()) == {"same"}, statuses
 
 
 def test_what_the_model_is_never_sent_is_not_a_change(cli) -> None:
@@ -271,6 +271,31 @@ def test_a_reminder_in_a_compacted_tool_loop_is_neither_lost_nor_growth(cli) -> 
         doc = _diff_json(cli, FIXTURES / f"harness-{v}/trust/reminder_tool_loop.cassette",
                          FIXTURES / "harness-0.62.0/trust/reminder_tool_loop.cassette")
         assert not [x for x in doc["violations"] if x["invariant"] in ("content_lost", "compaction_grew_request")], (v, doc["violations"])
+
+
+def test_a_generated_reminder_kept_in_history_is_system_text_not_lost(cli) -> None:
+    """An LLMReminder every third request, summarized twice. 0.62 keeps the generated reminder's system note in
+    the history, sent to this FunctionModel as ``<system>…</system>`` user text and given to the summarizer as
+    ``<message role="system">``: content_lost read the note as a user's words found nowhere (VIOLATED on a
+    healthy 0.62 recording, and a new violation on every upgrade to it). 0.59 and 0.60 send it with one request."""
+    versions = ("0.59.0", "0.60.0", "0.62.0")
+    for v in versions:
+        cassette = FIXTURES / f"harness-{v}/trust/llm_reminder_kept.cassette"
+        assert _check_json(cli, cassette) == [], v
+        doc = _diff_json(cli, cassette, FIXTURES / "harness-0.62.0/trust/llm_reminder_kept.cassette")
+        assert not doc["violations"], (v, doc["violations"])
+    # the note is there to be read as lost: kept in 0.62's history, sent voiced, summarized in system voice
+    c = load(FIXTURES / "harness-0.62.0/trust/llm_reminder_kept.cassette")
+    voiced = [p["content"] for m in c.messages for p in m.get("parts", [])
+              if p.get("part_kind") == "user-prompt" and str(p.get("content")).startswith("<system>A reminder model")]
+    assert voiced
+    mains = [ex for ex in c.exchanges if ex.role == "main"]
+    assert any(voiced[0] == p.get("content") for ex in mains for i in ex.messages[:-1] for p in c.messages[i].get("parts", [])), \
+        "the note is never re-sent with a later request: not kept"
+    summarized = [p["content"] for ex in c.exchanges if ex.role == "summarizing_compaction" for i in ex.messages
+                  for p in c.messages[i].get("parts", []) if isinstance(p.get("content"), str)]
+    body = voiced[0].removeprefix("<system>").removesuffix("</system>")
+    assert any(f'<message role="system">\n{body}\n</message>' in t for t in summarized)
 
 
 def _check_json(cli, cassette: Path) -> list[dict]:

@@ -322,6 +322,37 @@ def test_content_lost_control_and_word_boundaries() -> None:
     assert v.evidence["lost"] == ["U1"]
 
 
+def _noted_case(note: str, summarizer_saw: str) -> Build:
+    """Ten turns whose fifth prompt carries ``note`` as a second user part (as pydantic-ai sends a system
+    prompt to a model with no mid-conversation system role), summarized, then the last turn kept."""
+    history = turns(10)
+    history[8] = ModelRequest(parts=[UserPromptPart("U5"), UserPromptPart(note)])
+    b = Build()
+    run = b.run("U11", history, [])
+    summarize(b, summarizer_saw, "Summary.")
+    sent = [ModelRequest(parts=[SystemPromptPart("Summary.")]), user("U10"), reply("A10"), user("U11")]
+    b.request("main", run, sent, reply("Done."))
+    b.cassette.runs[run].result = b.ids([*sent, reply("Done.")])
+    return b
+
+
+def test_content_lost_a_system_note_sent_as_user_text_is_system_text() -> None:
+    """0.62 keeps an LLMReminder's note in the history as a system prompt; the summarizer's transcript gives
+    it as ``<message role="system">``, without the ``<system>`` tags it was sent in: not a user's words."""
+    saw = " ".join(f"User: U{i} Assistant: A{i}" for i in range(1, 10)) + ' <message role="system">\nStay on task.\n</message>'
+    assert only(_noted_case("<system>Stay on task.</system>", saw).cassette, "content_lost") == []
+    assert only(_noted_case("  <system>Stay on task.</system>\n", saw).cassette, "content_lost") == []  # as stripped
+    # a text the framework did not write this way is the user's: found nowhere, lost (pydantic-ai writes the
+    # tag in lower case and escapes every other <system> tag of the body)
+    for text in ("<system>Stay on task.</system> thanks", "<system>a</system> and <system>Stay on task.</system>",
+                 "<SYSTEM>Stay on task.</SYSTEM>"):
+        (v,) = only(_noted_case(text, saw).cassette, "content_lost")
+        assert [label.split()[0] for label in v.evidence["lost"]] == ["U5"], (text, v.evidence)
+    # the control: the note is no needle, but the prompt it came with still is
+    (v,) = only(_noted_case("<system>Stay on task.</system>", saw.replace("U5 ", "U5x ")).cassette, "content_lost")
+    assert [label.split()[0] for label in v.evidence["lost"]] == ["U5"], v.evidence
+
+
 def test_content_lost_needs_a_summarizer_a_sliding_window_drops_by_design() -> None:
     b = Build()
     run = b.run("U11", turns(10), [])
