@@ -736,13 +736,56 @@ _CONTEXT_PIECES = st.one_of(
 def test_context_finder_is_the_reference_with_or_without_the_hex_precheck(pieces: list[str]) -> None:
     """``_find_context`` skips the hex search where the text holds no 32 hex digits in a row, and looks
     for context words before placeholders: the spans (walk) and the verdict (screen) are the reference's."""
-    from replay.scrub import _find_context, _has_hex_run
+    from replay.scrub import _find_context, _has_hex_run, _token_runs
 
     text = "".join(pieces)
     low = text.lower()
     assert _find_context(text, low) == _find_context_reference(text, low)
-    assert bool(_find_context(text, low, screen=True)) == bool(_find_context_reference(text, low, screen=True))
+    verdict = bool(_find_context_reference(text, low, screen=True))
+    assert bool(_find_context(text, low, screen=True)) == verdict
+    assert bool(_find_context(text, low, screen=True, runs=_token_runs(text))) == verdict  # as the screen calls it
     assert _has_hex_run(text) == (re.search(r"[0-9a-fA-F]{32}", text) is not None)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.text(alphabet="0123456789abcdefABCDEF", min_size=1, max_size=40),
+            st.text(alphabet="0123456789abcdef", min_size=30, max_size=34),
+            st.text(alphabet="aZ09_-.~+/=:", min_size=1, max_size=20),  # run characters that are not all hex
+            st.sampled_from([" ", '"', ",", "é", "\ud800", "\x00", "😀", "g", "G", "z"]),
+            st.text(max_size=4),
+        ),
+        max_size=20,
+    )
+)
+def test_the_token_runs_hold_a_hex_run_exactly_when_the_text_does(pieces: list[str]) -> None:
+    """The screen's hex pre-check reads the token runs instead of the whole text (``_find_context(runs=)``):
+    a run of 32 hex digits is in the runs exactly when it is in the text, whatever stands around it."""
+    from replay.scrub import _has_hex_run, _token_runs
+
+    text = "".join(pieces)
+    expected = re.search(r"[0-9a-fA-F]{32}", text) is not None
+    assert _has_hex_run(_token_runs(text)) == expected == _has_hex_run(text)
+
+
+def test_the_screen_reads_a_hex_token_inside_a_longer_run() -> None:
+    """A usage key's ``…_tokens`` names no credential, but 32 hex digits right after it are a hex token, glued
+    to other run characters (``sk_live_…``, ``id=…``) or not: the screen's pre-check on the runs finds them
+    among a recording's other runs, as on the whole text; 31 in a row are not a hex run, there or in the text."""
+    from replay.scrub import _find_context, _has_hex_run, _token_runs
+
+    hex_token = "0123456789abcdef0123456789abcdef"
+    usage = ", ".join(f'"cache_{k}_{n}_tokens": {n}' for k in ("read", "write", "audio") for n in range(12))  # other runs
+    for glued in (hex_token, f"sk_live_{hex_token}", f"id={hex_token}:x", f"{hex_token}-tail"):
+        text = f'{{"usage": {{{usage}}}, "trace": "{glued}"}}'
+        low = text.lower()
+        assert _has_hex_run(_token_runs(text))
+        assert _find_context(text, low, screen=True, runs=_token_runs(text)) == _find_context(text, low, screen=True)
+        assert Scrubber(ScrubConfig(env={}))._text_might_hold(text)
+        assert not Scrubber(ScrubConfig(env={}))._text_might_hold(text.replace(glued, "fine"))
+    assert not _has_hex_run(_token_runs(f"the token sk_live_{hex_token[:31]}g"))
 
 
 def test_the_screen_still_finds_a_hex_token_after_a_context_word() -> None:
