@@ -412,11 +412,26 @@ def _part_text(part: dict[str, Any]) -> str:
 
 def _harness_data(item: Any) -> bool:
     """A prompt content item the harness put there as data (``metadata.origin`` ``pydantic-ai-harness.…``:
-    a BackgroundTools result): "not a user message", capped for the summarizer like a tool return."""
+    a BackgroundTools result): "not a user message", capped for the summarizer like a tool return.
+
+    Or ``Memory``'s snapshot as 0.52-0.60 mark it, with a bare string for metadata
+    (``pydantic-ai-harness.memory.v1:<scope>``; "a known gap" of the origin rule, 0.60's compaction says):
+    the store's contents injected into the request, never the user's words — 0.62 gives it an ``origin``."""
     if not isinstance(item, dict):
         return False
-    origin = (item.get("metadata") or {}).get("origin") if isinstance(item.get("metadata"), dict) else None
+    meta = item.get("metadata")
+    if isinstance(meta, str):
+        return _memory_snapshot(meta)
+    origin = meta.get("origin") if isinstance(meta, dict) else None
     return isinstance(origin, str) and origin.startswith("pydantic-ai-harness.")
+
+
+_MEMORY_MARK = "pydantic-ai-harness.memory.v1"
+
+
+def _memory_snapshot(meta: str) -> bool:
+    """Whether a text item's string metadata is ``Memory``'s snapshot marker (0.52-0.60), scoped or bare."""
+    return meta == _MEMORY_MARK or meta.startswith(_MEMORY_MARK + ":")
 
 
 def _carries_harness_data(part: dict[str, Any]) -> bool:

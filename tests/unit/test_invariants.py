@@ -353,6 +353,38 @@ def test_content_lost_a_system_note_sent_as_user_text_is_system_text() -> None:
     assert [label.split()[0] for label in v.evidence["lost"]] == ["U5"], v.evidence
 
 
+def _snapshot_case(metadata: object, summarizer_saw: str) -> Build:
+    """Ten turns whose fifth request carries a store's text as ``Memory`` 0.52-0.60 inject it (a second user
+    part, one ``TextContent`` with ``metadata``), summarized, then the last turn kept."""
+    history = turns(10)
+    snapshot = UserPromptPart([TextContent("<memory>\nThe payments team owns the canary dashboard.\n</memory>", metadata=metadata)])
+    history[8] = ModelRequest(parts=[UserPromptPart("U5"), snapshot])
+    b = Build()
+    run = b.run("U11", history, [])
+    summarize(b, summarizer_saw, "Summary.")
+    sent = [ModelRequest(parts=[SystemPromptPart("Summary.")]), user("U10"), reply("A10"), user("U11")]
+    b.request("main", run, sent, reply("Done."))
+    b.cassette.runs[run].result = b.ids([*sent, reply("Done.")])
+    return b
+
+
+def test_content_lost_a_memory_snapshot_marked_by_a_string_is_the_stores_text() -> None:
+    """Memory up to 0.60 injects the store's contents into each request alone, marked by a bare string
+    (``pydantic-ai-harness.memory.v1:<scope>``) rather than an ``origin``: not a user's words, so not lost
+    when neither the summarizer nor the kept history has it (0.62 marks it with an origin)."""
+    saw = " ".join(f"User: U{i} Assistant: A{i}" for i in range(1, 10))
+    for marker in ("pydantic-ai-harness.memory.v1:0d6e4079e36703eb", "pydantic-ai-harness.memory.v1",
+                   {"origin": "pydantic-ai-harness.memory.v1", "scope": "0d6e4079e36703eb"}):
+        assert only(_snapshot_case(marker, saw).cassette, "content_lost") == [], marker
+    # any other string is no snapshot marker: the text is a user's, found nowhere (a pin is the user's content)
+    for other in ("pydantic-ai-harness.memory.v10", "pydantic-ai-harness.compaction.pin.v1", "my-app.memory.v1:x", None):
+        (v,) = only(_snapshot_case(other, saw).cassette, "content_lost")
+        assert [label.split()[0] for label in v.evidence["lost"]] == ["U5"], (other, v.evidence)
+    # the control: the snapshot is no needle, but the prompt it came with still is
+    (v,) = only(_snapshot_case("pydantic-ai-harness.memory.v1:0d6e", saw.replace("U5 ", "U5x ")).cassette, "content_lost")
+    assert [label.split()[0] for label in v.evidence["lost"]] == ["U5"], v.evidence
+
+
 def test_content_lost_needs_a_summarizer_a_sliding_window_drops_by_design() -> None:
     b = Build()
     run = b.run("U11", turns(10), [])
