@@ -511,6 +511,26 @@ def _opens_with_cache_point(part: dict[str, Any]) -> bool:
     return isinstance(content, list) and bool(content) and isinstance(content[0], dict) and content[0].get("kind") == "cache-point"
 
 
+def _request_only_chars(message: Message) -> int:
+    """Characters of what a request carried for itself alone and no history keeps, as the harness's estimate
+    counts them: user prompts that open with a cache point (a reminder or a plan, 0.55 on) and ``Memory``'s
+    snapshot as 0.52-0.60 inject it (:func:`_memory_snapshot`). Not a ``request_scoped_tail``: 0.62 keeps
+    those reminders in the history, as system prompts, so the uncompacted history has them already."""
+    if message.get("kind") != "request":
+        return 0
+    total = 0
+    for part in _parts(message):
+        if part.get("part_kind") != "user-prompt":
+            continue
+        content = part.get("content")
+        if _opens_with_cache_point(part):
+            total += sum(len(t) for t in _segments(part))
+        elif isinstance(content, list):
+            total += sum(len(c["content"]) for c in content if isinstance(c, dict) and isinstance(c.get("content"), str)
+                         and isinstance(c.get("metadata"), str) and _memory_snapshot(c["metadata"]))
+    return total
+
+
 def _needles(message: Message) -> list[list[str]]:
     return _words(message)[1]
 
@@ -758,10 +778,11 @@ class _Seq:
         out.extend(self.ids[:length])
         return out
 
-    def estimate(self, length: int) -> int:
+    def estimate(self, length: int, extra: int = 0) -> int:
+        """The first ``length`` messages' estimate, with ``extra`` characters sent along (request-only parts)."""
         if self.uncounted[length]:
-            return _exact([self.ix.msg(i) for i in self.ids[:length]])
-        return (self.chars[length] + self.instructions[length]) // 4
+            return _exact([self.ix.msg(i) for i in self.ids[:length]]) + extra // 4
+        return (self.chars[length] + self.instructions[length] + extra) // 4
 
     def responses_missing(self, length: int, sent: list[int]) -> bool:
         """Whether a response of this history's first ``length`` messages is not in ``sent`` (counting repeats)."""
@@ -823,6 +844,7 @@ class _Index:
         self._words: dict[int, tuple[list[str], list[list[str]]]] = {}
         self._texts: dict[int, tuple[str, list[str]]] = {}
         self._instr: dict[int, int] = {}
+        self._request_only: dict[int, int] = {}
         self._loadable: dict[int, bool] = {}
         self.newer_slim = _newer_than_installed(c.header.slim_version)
         """Recorded by a later pydantic-ai-slim than this one: a message may hold what this one cannot load."""
@@ -913,6 +935,17 @@ class _Index:
             if not found:
                 return False
         return True
+
+    def request_only(self, ids: Iterable[int]) -> int:
+        """:func:`_request_only_chars` of these messages, summed (each message's figure computed once)."""
+        memo = self._request_only
+        total = 0
+        for i in ids:
+            n = memo.get(i)
+            if n is None:
+                n = memo[i] = self._fact("request_only", i, _request_only_chars)
+            total += n
+        return total
 
     def instr(self, i: int) -> int:
         if i not in self._instr:
@@ -1217,13 +1250,16 @@ def compaction_grew_request(c: Cassette) -> Iterator[Violation]:
             if not ix.compacted(v, window):
                 continue
             sent = v.exchange.messages
+            # what the request carried for itself alone (a reminder, a plan, a memory snapshot) the uncompacted
+            # request would have carried too: the history it is measured against never has it
+            alone = ix.request_only(sent)
             if ix.newer_slim and (v.logical.unloadable_to(v.length) or not ix.loadable(sent)):
                 # a later slim's part kinds under an earlier one: both sides message by message, each by the
                 # harness where it can load it and by hand where not — one ruler for the two sides
-                before = ix.estimate(v.logical.ids[: v.length], per_message=True)
+                before = ix.estimate(v.logical.ids[: v.length], per_message=True) + alone // 4
                 after = ix.estimate(sent, per_message=True)
             else:
-                before = v.logical.estimate(v.length)
+                before = v.logical.estimate(v.length, alone)
                 after = ix.estimate(sent) if sent else (v.exchange.estimate or 0)
             if after > before:
                 grown.append((v.exchange.index, before, after))

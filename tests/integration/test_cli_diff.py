@@ -226,7 +226,7 @@ def test_every_trust_scenario_replays_same_on_the_installed_version_three_times(
     for _ in range(3):
         r = cli("run", FIXTURES / "scenarios" / "trust.py", "--cassettes", FIXTURES / "harness-0.62.0", "--format", "json")
         statuses = {sid: cell["status"] for sid, cell in json.loads(r.out)["scenarios"].items()}
-        assert len(statuses) == 23 and set(statuses.values()) == {"same"}, statuses
+        assert len(statuses) == 24 and set(statuses.values()) == {"same"}, statuses
 
 
 def test_what_the_model_is_never_sent_is_not_a_change(cli) -> None:
@@ -318,6 +318,26 @@ def test_a_memory_snapshot_marked_by_a_string_is_not_a_users_loss(cli) -> None:
         summarized = " ".join(str(p.get("content")) for ex in c.exchanges if ex.role == "summarizing_compaction"
                               for i in ex.messages for p in c.messages[i].get("parts", []))
         assert "a sign-off from Priya" not in summarized, v
+
+
+def test_a_reminder_sent_alone_counts_on_both_sides_of_a_compaction(cli) -> None:
+    """A long static reminder on every request, six turns summarized twice. Up to 0.60 the reminder rides on
+    its one request (a user prompt opening with a cache point) and is in no history: compaction_grew_request
+    measured the compacted request with it against the uncompacted history without it, and read a compaction
+    that halved the history as grown (VIOLATED on 0.54-0.60, ``gone`` on every upgrade to 0.62)."""
+    versions = ("0.54.0", "0.56.0", "0.59.0", "0.60.0", "0.62.0")
+    for v in versions:
+        cassette = FIXTURES / f"harness-{v}/trust/reminder_outweighs_compaction.cassette"
+        assert _check_json(cli, cassette) == [], v
+        doc = _diff_json(cli, cassette, FIXTURES / "harness-0.62.0/trust/reminder_outweighs_compaction.cassette")
+        assert not doc["violations"], (v, doc["violations"])
+    for v in versions[:-1]:  # the reminder is there to be counted: sent with a cache point ahead along with a summary
+        c = load(FIXTURES / f"harness-{v}/trust/reminder_outweighs_compaction.cassette")
+        compacted = [ex for ex in c.exchanges if ex.role == "main" and any(
+            p.get("part_kind") == "system-prompt" and str(p.get("content")).startswith("Summary of previous conversation")
+            for i in ex.messages for p in c.messages[i].get("parts", []))]
+        assert any(any(isinstance(p.get("content"), list) and p["content"][0] == {"kind": "cache-point", "ttl": "5m"}
+                       for p in c.messages[ex.messages[-1]].get("parts", [])) for ex in compacted), v
 
 
 def _check_json(cli, cassette: Path) -> list[dict]:

@@ -266,6 +266,49 @@ def test_grew_request_ignores_real_shrinking_and_plain_additions() -> None:
     assert only(b.cassette, "compaction_grew_request") == []
 
 
+_CHECKLIST = "Follow the deploy checklist: " + "every item must be verified by the on-call engineer. " * 55
+
+
+def _carried_alone(extra: UserPromptPart, summary: str = "brief") -> tuple[Build, int]:
+    """Five turns compacted to a summary, the request carrying ``extra`` for itself alone: the run keeps it
+    nowhere (its result is the compacted history and the answer), as 0.55-0.60 send a reminder or a plan
+    and 0.52-0.60 Memory's snapshot."""
+    b = Build()
+    run = b.run("continue", turns(5, "noted {} " * 20), [])
+    summarize(b, "summarize U1..U5", summary)
+    kept = ModelRequest(parts=[UserPromptPart("U1"), SystemPromptPart(summary)])
+    b.request("main", run, [kept, ModelRequest(parts=[UserPromptPart("continue"), extra])], reply("ok"))
+    b.cassette.runs[run].result = b.ids([kept, user("continue"), reply("ok")])
+    return b, run
+
+
+def test_grew_request_counts_what_a_request_carried_alone_on_both_sides() -> None:
+    """A reminder (a user prompt opening with a cache point) or a memory snapshot sent with the request alone
+    is in no history, so the uncompacted history lacked it while the compacted request had it: a compaction
+    that shrank the history read as grown whenever the reminder outweighed what it saved. The uncompacted
+    request would have carried it too."""
+    from pydantic_ai.messages import CachePoint
+
+    reminder = UserPromptPart([CachePoint(), f"<system-reminder>\n{_CHECKLIST}\n</system-reminder>"])
+    snapshot = UserPromptPart([TextContent(f"<memory>\n{_CHECKLIST}\n</memory>", metadata="pydantic-ai-harness.memory.v1:0d6e")])
+    for extra in (reminder, snapshot):
+        b, _ = _carried_alone(extra)
+        assert only(b.cassette, "compaction_grew_request") == [], extra
+    # not a way out of real growth: a summary larger than the history still is one, measured against the
+    # uncompacted history plus what the request carried alone
+    b, run = _carried_alone(reminder, summary="retained note " * 200)
+    (v,) = only(b.cassette, "compaction_grew_request")
+    alone = len(f"<system-reminder>\n{_CHECKLIST}\n</system-reminder>")
+    assert abs(v.evidence["before"] - (b.cassette.runs[run].estimate + alone // 4)) <= 1, v.evidence
+    # nor a way out for any user text: without the cache point, or with another string for metadata, it is the
+    # user's (the run would keep it) and counts on the sent side only, as before
+    for other in (UserPromptPart(f"<system-reminder>\n{_CHECKLIST}\n</system-reminder>"),
+                  UserPromptPart([TextContent(_CHECKLIST, metadata="my-app.memory.v1:0d6e")])):
+        b, _ = _carried_alone(other)
+        (v,) = only(b.cassette, "compaction_grew_request")
+        assert v.evidence["requests"] == [0], other
+
+
 def test_grew_request_follows_chained_runs_back_to_the_uncompacted_history() -> None:
     b = Build()
     history = turns(5, "noted {}")
