@@ -1128,7 +1128,62 @@ class _Index:
                 if nxt is not None and nxt.messages and nxt.messages[-1] not in (ex.response, *rebuilt):
                     rebuilt.append(self._persisted(nxt.messages[-1]))
             return rebuilt
-        return found
+        return self._without_summaries(self._as_first_sent(found, answered))
+
+    def _without_summaries(self, ids: list[int]) -> list[int]:
+        """The run's own messages without a summary a compaction inside the run put among them (0.62 keeps
+        its compaction part in the prompt's request): the uncompacted history never had one, and counting it
+        there hid a summary that only added to the request."""
+        out = []
+        for i in ids:
+            message = self.msg(i)
+            parts = _parts(message)
+            if message.get("kind") == "request" and any(_summary_part(p) for p in parts):
+                kept = [p for p in parts if not _summary_part(p)]
+                if not kept:
+                    continue
+                i = self.add({**message, "parts": kept})
+            out.append(i)
+        return out
+
+    def _as_first_sent(self, found: list[int], answered: list[Exchange]) -> list[int]:
+        """The run's tool results as the model was first sent them, where the run's result holds them edited.
+
+        A compaction tier that edits results in place (``ClearToolResults`` in a ``TieredCompaction``: "[tool
+        result cleared]") edits the run's history too, and the uncompacted history read from it was missing
+        what was cleared: a later request, compacted to less than the real history, read as grown. Each
+        request that first carried a set of tool results is the last message of the request after it.
+        """
+        first: dict[tuple[Any, ...], int] = {}
+        for ex in answered[1:]:
+            if ex.messages:
+                ids = self._return_ids(ex.messages[-1])
+                if ids and ids not in first:
+                    first[ids] = ex.messages[-1]
+        if not first:
+            return found
+        out = []
+        for i in found:
+            ids = self._return_ids(i)
+            sent = first.get(ids) if ids else None
+            if sent is not None and sent != i and self._returns(sent) != self._returns(i):
+                # the results as sent, in the message as the run keeps it (a reminder kept there stays)
+                was = iter([p for p in _parts(self.msg(sent)) if p.get("part_kind") in ("tool-return", "retry-prompt")])
+                message = self.msg(i)
+                parts = [next(was) if p.get("part_kind") in ("tool-return", "retry-prompt") else p for p in _parts(message)]
+                i = self.add({**message, "parts": parts})
+            out.append(i)
+        return out
+
+    def _return_ids(self, i: int) -> tuple[Any, ...]:
+        """The tool call ids a request's tool results answer, in order (empty for any other message)."""
+        message = self.msg(i)
+        if message.get("kind") != "request":
+            return ()
+        return tuple(_hashable(p.get("tool_call_id")) for p in _parts(message) if p.get("part_kind") in ("tool-return", "retry-prompt"))
+
+    def _returns(self, i: int) -> list[Any]:
+        return [_hashable(p.get("content")) for p in _parts(self.msg(i)) if p.get("part_kind") in ("tool-return", "retry-prompt")]
 
     def _new_from_result(self, run: AgentRunRecord) -> list[int]:
         result, norm = run.result, self.norm

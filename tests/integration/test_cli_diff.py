@@ -226,7 +226,7 @@ def test_every_trust_scenario_replays_same_on_the_installed_version_three_times(
     for _ in range(3):
         r = cli("run", FIXTURES / "scenarios" / "trust.py", "--cassettes", FIXTURES / "harness-0.62.0", "--format", "json")
         statuses = {sid: cell["status"] for sid, cell in json.loads(r.out)["scenarios"].items()}
-        assert len(statuses) == 24 and set(statuses.values()) == {"same"}, statuses
+        assert len(statuses) == 25 and set(statuses.values()) == {"same"}, statuses
 
 
 def test_what_the_model_is_never_sent_is_not_a_change(cli) -> None:
@@ -338,6 +338,23 @@ def test_a_reminder_sent_alone_counts_on_both_sides_of_a_compaction(cli) -> None
             for i in ex.messages for p in c.messages[i].get("parts", []))]
         assert any(any(isinstance(p.get("content"), list) and p["content"][0] == {"kind": "cache-point", "ttl": "5m"}
                        for p in c.messages[ex.messages[-1]].get("parts", [])) for ex in compacted), v
+
+
+def test_a_tool_loop_cleared_in_place_is_measured_by_what_the_model_was_sent(cli) -> None:
+    """TieredCompaction(ClearToolResults, SummarizingCompaction), one streamed loop of six greps: the summary comes
+    once, on top of everything (a real growth at main[2]), then the clearing tier blanks one more result per request
+    in the run's history too. compaction_grew_request measured against that history ("[tool result cleared]" where
+    the model had been sent the results) and listed every later request as grown: uncompacted 34, 45, 56, 164, 271."""
+    for v in ("0.54.0", "0.56.0", "0.59.0", "0.60.0", "0.62.0"):
+        cassette = FIXTURES / f"harness-{v}/trust/tiered_clear_then_summary.cassette"
+        grew = [x for x in _check_json(cli, cassette) if x["invariant"] == "compaction_grew_request"]
+        assert [x["evidence"]["requests"] for x in grew] == [[2]], (v, grew)
+        assert grew[0]["evidence"]["uncompacted"] == [226], (v, grew)  # the prompt and two whole results
+        c = load(cassette)
+        assert any("[tool result cleared]" in str(p.get("content")) for run in c.runs for i in run.result
+                   for p in c.messages[i].get("parts", [])), v  # the run's history holds the blanks
+        doc = _diff_json(cli, cassette, FIXTURES / "harness-0.62.0/trust/tiered_clear_then_summary.cassette")
+        assert not doc["new_violations"], (v, doc["violations"])
 
 
 def _check_json(cli, cassette: Path) -> list[dict]:

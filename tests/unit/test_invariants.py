@@ -309,6 +309,34 @@ def test_grew_request_counts_what_a_request_carried_alone_on_both_sides() -> Non
         assert v.evidence["requests"] == [0], other
 
 
+def test_grew_request_measures_a_tool_loop_by_the_results_it_was_sent_not_the_cleared_ones() -> None:
+    """TieredCompaction(ClearToolResults, SummarizingCompaction) in one tool loop: the summary comes once, on top
+    of everything (a real growth), then the clearing tier blanks results in the run's history too. The uncompacted
+    history read from the run's result had the blanks, and the summary, where the model had been sent the results:
+    every later request, smaller than the real history, read as grown ("uncompacted 34, 45, 56, 164")."""
+    full = {n: f"result {n}: " + "a matching line of the payments module " * 12 for n in range(3)}
+
+    def call(n: int) -> ModelResponse:
+        return ModelResponse(parts=[ToolCallPart("grep", {"n": n}, tool_call_id=f"g{n}")])
+
+    def ret(n: int, content: str | None = None) -> ModelRequest:
+        return ModelRequest(parts=[ToolReturnPart("grep", full[n] if content is None else content, tool_call_id=f"g{n}")])
+
+    cleared = "[tool result cleared]"
+    summarized = ModelRequest(parts=[UserPromptPart("Find the markers."), SystemPromptPart("Summary of previous conversation:\n\nGrepping.")])
+    b = Build()
+    run = b.run("Find the markers.", [], [])
+    b.request("main", run, [user("Find the markers.")], call(0))
+    b.request("main", run, [user("Find the markers."), call(0), ret(0)], call(1))
+    summarize(b, "User: Find the markers.", "Grepping.")
+    b.request("main", run, [summarized, call(0), ret(0), call(1), ret(1)], call(2))
+    b.request("main", run, [summarized, call(0), ret(0, cleared), call(1), ret(1), call(2), ret(2)], reply("done"))
+    b.cassette.runs[run].result = b.ids([summarized, call(0), ret(0, cleared), call(1), ret(1, cleared), call(2), ret(2), reply("done")])
+    (v,) = only(b.cassette, "compaction_grew_request")
+    assert v.evidence["requests"] == [2], v.evidence  # main[3] is smaller than the history it was sent in place of
+    assert v.evidence["uncompacted"] == [estimate([user("Find the markers."), call(0), ret(0), call(1), ret(1)])]
+
+
 def test_grew_request_follows_chained_runs_back_to_the_uncompacted_history() -> None:
     b = Build()
     history = turns(5, "noted {}")
