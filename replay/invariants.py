@@ -1095,10 +1095,13 @@ class _Index:
             sent[-1] = self._persisted(sent[-1])
         return [*sent, previous.response, *added]  # type: ignore[list-item]
 
-    def _persisted(self, i: int) -> int:
+    def _persisted(self, i: int, kept: Counter[tuple[Any, ...]] | None = None) -> int:
         """A tool loop's request without the user prompts appended after its tool results (a reminder,
         a plan: the harness adds them to the one request it sends, never to the run's history — 0.56
-        marks neither with a cache point nor with metadata, so a loss check took them for lost)."""
+        marks neither with a cache point nor with metadata, so a loss check took them for lost).
+
+        ``kept``: the parts the run is known to have kept (re-sent by a later request, or in its result);
+        a prompt among them stays — a ``TrajectoryJudge``'s steering is enqueued into the run's history."""
         message = self.msg(i)
         parts = _parts(message)
         last_return = max((k for k, p in enumerate(parts) if p.get("part_kind") in ("tool-return", "retry-prompt")), default=None)
@@ -1106,7 +1109,8 @@ class _Index:
             return i
         if not any(p.get("part_kind") == "user-prompt" for p in parts[last_return + 1 :]):
             return i
-        return self.add({**message, "parts": parts[: last_return + 1]})
+        stays = [p for p in parts[last_return + 1 :] if kept and p.get("part_kind") == "user-prompt" and kept[_part_key(p)]]
+        return self.add({**message, "parts": parts[: last_return + 1] + stays})
 
     def _new_messages(self, run: AgentRunRecord, exchanges: Sequence[Exchange] = ()) -> list[int]:
         """What the run added to the conversation: its prompt request and everything after it.
@@ -1122,11 +1126,13 @@ class _Index:
         found = self._new_from_result(run)
         answered = [ex for ex in exchanges if ex.response is not None and ex.error is None]
         if len(answered) > sum(i in self.response_ids for i in found) and answered[0].messages:
+            # what a later request re-sent (its earlier messages) or the run kept: history, not one request's own
+            kept = self.part_keys([*run.result, *(i for ex in answered for i in ex.messages[:-1])])
             rebuilt = [answered[0].messages[-1]]
             for ex, nxt in zip(answered, [*answered[1:], None]):
                 rebuilt.append(ex.response)  # type: ignore[arg-type]
                 if nxt is not None and nxt.messages and nxt.messages[-1] not in (ex.response, *rebuilt):
-                    rebuilt.append(self._persisted(nxt.messages[-1]))
+                    rebuilt.append(self._persisted(nxt.messages[-1], kept))
             return rebuilt
         return self._without_summaries(self._as_first_sent(found, answered))
 

@@ -226,7 +226,7 @@ def test_every_trust_scenario_replays_same_on_the_installed_version_three_times(
     for _ in range(3):
         r = cli("run", FIXTURES / "scenarios" / "trust.py", "--cassettes", FIXTURES / "harness-0.62.0", "--format", "json")
         statuses = {sid: cell["status"] for sid, cell in json.loads(r.out)["scenarios"].items()}
-        assert len(statuses) == 25 and set(statuses.values()) == {"same"}, statuses
+        assert len(statuses) == 26 and set(statuses.values()) == {"same"}, statuses
 
 
 def test_what_the_model_is_never_sent_is_not_a_change(cli) -> None:
@@ -355,6 +355,22 @@ def test_a_tool_loop_cleared_in_place_is_measured_by_what_the_model_was_sent(cli
                    for p in c.messages[i].get("parts", [])), v  # the run's history holds the blanks
         doc = _diff_json(cli, cassette, FIXTURES / "harness-0.62.0/trust/tiered_clear_then_summary.cassette")
         assert not doc["new_violations"], (v, doc["violations"])
+
+
+def test_steering_enqueued_into_a_trimmed_tool_loop_is_history(cli) -> None:
+    """A TrajectoryJudge steers a tool loop that a SlidingWindowCompaction trims. The steering lands after a tool
+    result, where the harness also puts what one request carries alone; the uncompacted history, rebuilt from the
+    requests, left it out, and the trimmed request read as grown by it (34 tokens before, 190 after on 0.59+)."""
+    for v in ("0.54.0", "0.56.0", "0.59.0", "0.60.0", "0.62.0"):
+        cassette = FIXTURES / f"harness-{v}/trust/steer_in_window.cassette"
+        assert _check_json(cli, cassette) == [], v
+        doc = _diff_json(cli, cassette, FIXTURES / "harness-0.62.0/trust/steer_in_window.cassette")
+        assert not doc["violations"], (v, doc["violations"])
+        c = load(cassette)  # the steering is there, re-sent after the request it came with: history
+        mains = [ex for ex in c.exchanges if ex.role == "main"]
+        steered = [k for k, ex in enumerate(mains) if "open the failing test" in json.dumps(c.messages[ex.messages[-1]])]
+        assert steered and any("open the failing test" in json.dumps([c.messages[i] for i in ex.messages[:-1]])
+                               for ex in mains[steered[0] + 1 :]), v
 
 
 def _check_json(cli, cassette: Path) -> list[dict]:

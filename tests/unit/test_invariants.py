@@ -337,6 +337,40 @@ def test_grew_request_measures_a_tool_loop_by_the_results_it_was_sent_not_the_cl
     assert v.evidence["uncompacted"] == [estimate([user("Find the markers."), call(0), ret(0), call(1), ret(1)])]
 
 
+def _steered_window(resent: bool) -> Build:
+    """A tool loop trimmed by a window, a judge's steering enqueued after the second tool result: re-sent by the
+    next request and kept by the run when ``resent``, else each request's own, sent after its newest result alone
+    (as a 0.56 reminder is)."""
+    steer = UserPromptPart("A trajectory judge asks you to stop listing folders and open the failing test. " * 8)
+
+    def call(n: int) -> ModelResponse:
+        return ModelResponse(parts=[ToolCallPart("ls", {"n": n}, tool_call_id=f"c{n}")])
+
+    def ret(n: int, *extra: UserPromptPart) -> ModelRequest:
+        return ModelRequest(parts=[ToolReturnPart("ls", f"folder {n}: a.py b.py", tool_call_id=f"c{n}"), *extra])
+
+    later, last = (ret(2, steer), ret(3)) if resent else (ret(2), ret(3, steer))  # else a reminder on each request
+    b = Build()
+    run = b.run("Why does the test fail?", [], [])
+    b.request("main", run, [user("Why does the test fail?")], call(1))
+    b.request("main", run, [user("Why does the test fail?"), call(1), ret(1)], call(2))
+    b.request("main", run, [user("Why does the test fail?"), call(1), ret(1), call(2), ret(2, steer)], call(3))
+    b.request("main", run, [user("Why does the test fail?"), call(2), later, call(3), last], reply("Found it."))
+    b.cassette.runs[run].result = b.ids([user("Why does the test fail?"), call(2), later, call(3), ret(3), reply("Found it.")])
+    return b
+
+
+def test_grew_request_keeps_what_a_tool_loop_enqueued_into_its_history() -> None:
+    """A TrajectoryJudge's steering is enqueued into the run's history after a tool result, where the harness also
+    appends what one request carries alone (a 0.56 reminder, unmarked). Rebuilt from the requests, the uncompacted
+    history dropped it, and a window that trimmed one folder listing read as grown by the whole steering. Re-sent
+    by a later request or kept in the run's result, it is history."""
+    assert only(_steered_window(resent=True).cassette, "compaction_grew_request") == []
+    # the control: sent with each request and never re-sent, it is each request's own, as before
+    (v,) = only(_steered_window(resent=False).cassette, "compaction_grew_request")
+    assert v.evidence["requests"] == [3], v.evidence
+
+
 def test_grew_request_follows_chained_runs_back_to_the_uncompacted_history() -> None:
     b = Build()
     history = turns(5, "noted {}")
