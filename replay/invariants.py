@@ -1195,9 +1195,18 @@ class _Index:
         result, norm = run.result, self.norm
         prompt = _ws(_part_text({"content": run.prompt})) if run.prompt is not None else ""
         if prompt:
+            # The run's own prompt is none of the messages it was handed: a compaction can leave the run's
+            # result without it (summarized) but holding an earlier turn's prompt alike ("Read page 1 of the
+            # invoice." for "Read page 3 …", or the same "continue"), which is history, not this run's request.
+            handed = Counter(norm[i] for i in run.history)
+            old = set()
+            for k, i in enumerate(result):
+                if handed[norm[i]]:
+                    handed[norm[i]] -= 1
+                    old.add(k)
             for i in range(len(result) - 1, -1, -1):
                 m = self.c.messages[result[i]]
-                if m.get("kind") == "request" and any(
+                if i not in old and m.get("kind") == "request" and any(
                     p.get("part_kind") == "user-prompt" and _ws(_part_text(p)) == prompt for p in _parts(m)
                 ):
                     return result[i:]
@@ -1206,7 +1215,7 @@ class _Index:
             words = _TOKEN.findall(prompt)
             for i in range(len(result) - 1, -1, -1):
                 m = self.c.messages[result[i]]
-                if m.get("kind") == "request" and any(
+                if i not in old and m.get("kind") == "request" and any(
                     p.get("part_kind") == "user-prompt" and _rewritten(words, _TOKEN.findall(_part_text(p)))
                     for p in _parts(m)
                 ):

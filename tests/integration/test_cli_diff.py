@@ -226,7 +226,7 @@ def test_every_trust_scenario_replays_same_on_the_installed_version_three_times(
     for _ in range(3):
         r = cli("run", FIXTURES / "scenarios" / "trust.py", "--cassettes", FIXTURES / "harness-0.62.0", "--format", "json")
         statuses = {sid: cell["status"] for sid, cell in json.loads(r.out)["scenarios"].items()}
-        assert len(statuses) == 26 and set(statuses.values()) == {"same"}, statuses
+        assert len(statuses) == 27 and set(statuses.values()) == {"same"}, statuses
 
 
 def test_what_the_model_is_never_sent_is_not_a_change(cli) -> None:
@@ -371,6 +371,22 @@ def test_steering_enqueued_into_a_trimmed_tool_loop_is_history(cli) -> None:
         steered = [k for k, ex in enumerate(mains) if "open the failing test" in json.dumps(c.messages[ex.messages[-1]])]
         assert steered and any("open the failing test" in json.dumps([c.messages[i] for i in ex.messages[:-1]])
                                for ex in mains[steered[0] + 1 :]), v
+
+
+def test_an_earlier_prompt_alike_is_not_the_runs_own(cli) -> None:
+    """Six turns of "Read page N of the invoice." under a SummarizingCompaction with receipts. On 0.62 a compaction
+    inside a turn summarizes that turn's prompt away, and the run's result holds only the first turn's prompt:
+    content_lost took it (one word apart: a redaction) for the run's own, the receipt after it for the request
+    being answered, and read it as left out (VIOLATED on a healthy 0.62 recording, new on every upgrade to it)."""
+    for v in ("0.54.0", "0.56.0", "0.59.0", "0.60.0", "0.62.0"):
+        cassette = FIXTURES / f"harness-{v}/trust/repeated_prompt_receipts.cassette"
+        assert _check_json(cli, cassette) == [], v
+        doc = _diff_json(cli, cassette, FIXTURES / "harness-0.62.0/trust/repeated_prompt_receipts.cassette")
+        assert not doc["violations"], (v, doc["violations"])
+    c = load(FIXTURES / "harness-0.62.0/trust/repeated_prompt_receipts.cassette")  # the shape: a turn's result without its prompt
+    texts = [[json.dumps(c.messages[i]) for i in run.result] for run in c.runs if run.role == "main"]
+    prompts = [run.prompt for run in c.runs if run.role == "main"]
+    assert any(not any(p in t for t in ts) and any("Read page 1 of the invoice." in t for t in ts) for p, ts in zip(prompts, texts, strict=True))
 
 
 def _check_json(cli, cassette: Path) -> list[dict]:

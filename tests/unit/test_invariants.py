@@ -371,6 +371,30 @@ def test_grew_request_keeps_what_a_tool_loop_enqueued_into_its_history() -> None
     assert v.evidence["requests"] == [3], v.evidence
 
 
+def test_a_runs_own_prompt_is_none_of_the_messages_it_was_handed() -> None:
+    """Turns of one kind of prompt ("Read page N of the invoice."): a compaction inside the third turn summarizes
+    its prompt away, and the run's result holds only the first turn's prompt, handed to it as history. That prompt,
+    one word apart, was taken for this run's (a redacted copy of it), the receipt after it for the request being
+    answered, and content_lost read it as left out."""
+    b = Build()
+    p1, p3 = user("Read page 1 of the invoice."), user("Read page 3 of the invoice.")
+    summary = ModelRequest(parts=[SystemPromptPart("Summary of previous conversation:\n\nPages read.")])
+    receipt = user("[History before this point (5 messages) was summarized.]")
+    call = ModelResponse(parts=[ToolCallPart("fetch", {"n": 3}, tool_call_id="f3")])
+    ret = ModelRequest(parts=[ToolReturnPart("fetch", "page 3: lines", tool_call_id="f3")])
+    run = b.run("Read page 3 of the invoice.", [p1, reply("Page 1 read.")], [p1, summary, receipt, call, ret, reply("Page 3 read.")])
+    ix = invariants._index(b.cassette)
+    new = [ix.msg(i) for i in ix._new_from_result(b.cassette.runs[run])]
+    assert message_label(new[0]).startswith("Read page 3"), [message_label(m) for m in new]  # rebuilt from the prompt
+    assert [m.get("kind") for m in new[1:]] == ["response", "request", "response"]
+    # its own prompt, kept, is found where it is, also when an earlier turn asked the very same
+    for handed in ([p1, reply("Page 1 read.")], [p3, reply("Page 3, first look.")]):
+        b = Build()
+        run = b.run("Read page 3 of the invoice.", handed, [*handed, p3, call, ret, reply("Page 3 read.")])
+        ix = invariants._index(b.cassette)
+        assert ix._new_from_result(b.cassette.runs[run]) == b.cassette.runs[run].result[2:], handed
+
+
 def test_grew_request_follows_chained_runs_back_to_the_uncompacted_history() -> None:
     b = Build()
     history = turns(5, "noted {}")
