@@ -470,6 +470,10 @@ def _user_text(part: dict[str, Any]) -> str:
 def _part_key(part: dict[str, Any]) -> tuple[Any, ...]:
     if part.get("tool_call_id") is not None:
         return (part.get("part_kind"), _hashable(part.get("tool_name")), _hashable(part.get("tool_call_id")))
+    if part.get("part_kind") == "user-prompt" and _system_voiced(part):
+        # a system prompt as sent to a model with no mid-conversation system role: the history's part, in the
+        # <system> block pydantic-ai wraps it in (0.62 keeps an LLMReminder's note so: not an edit of the history)
+        return ("text", _ws(str(part["content"]).strip()[len("<system>") : -len("</system>")]))
     return ("text", _ws(_part_text(part)))
 
 

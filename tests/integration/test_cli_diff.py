@@ -226,7 +226,7 @@ def test_every_trust_scenario_replays_same_on_the_installed_version_three_times(
     for _ in range(3):
         r = cli("run", FIXTURES / "scenarios" / "trust.py", "--cassettes", FIXTURES / "harness-0.62.0", "--format", "json")
         statuses = {sid: cell["status"] for sid, cell in json.loads(r.out)["scenarios"].items()}
-        assert len(statuses) == 27 and set(statuses.values()) == {"same"}, statuses
+        assert len(statuses) == 28 and set(statuses.values()) == {"same"}, statuses
 
 
 def test_what_the_model_is_never_sent_is_not_a_change(cli) -> None:
@@ -387,6 +387,22 @@ def test_an_earlier_prompt_alike_is_not_the_runs_own(cli) -> None:
     texts = [[json.dumps(c.messages[i]) for i in run.result] for run in c.runs if run.role == "main"]
     prompts = [run.prompt for run in c.runs if run.role == "main"]
     assert any(not any(p in t for t in ts) and any("Read page 1 of the invoice." in t for t in ts) for p, ts in zip(prompts, texts, strict=True))
+
+
+def test_a_request_sent_whole_while_a_summary_is_written_in_the_background_is_not_compacted(cli) -> None:
+    """An LLMReminder every second request and FallbackCompaction(background_start=0.5), 0.62. The reminder's
+    note is kept in the history as a system prompt and sent to this FunctionModel as ``<system>…</system>`` user
+    text; a request sent whole while its summarizer ran in the background read as compacted (the note, wrapped
+    otherwise, "not re-sent") and as grown by the tags: VIOLATED on a healthy recording."""
+    cassette = FIXTURES / "harness-0.62.0/trust/background_summary_llm_reminder.cassette"
+    assert _check_json(cli, cassette) == []
+    c = load(cassette)  # the shape: a summarizer ran, the next request was sent whole with a voiced note
+    seq = [ex.role for ex in sorted(c.exchanges, key=lambda e: e.seq)]
+    first = seq.index("summarizing_compaction")
+    after = next(ex for ex in sorted(c.exchanges, key=lambda e: e.seq) if ex.seq > first and ex.role == "main")
+    before = max((ex for ex in c.exchanges if ex.role == "main" and ex.seq < after.seq), key=lambda e: e.seq)
+    assert len(after.messages) > len(before.messages)  # nothing dropped: the summary is applied turns later
+    assert any(str(p.get("content")).startswith("<system>A reminder model") for i in after.messages for p in c.messages[i]["parts"])
 
 
 def _check_json(cli, cassette: Path) -> list[dict]:

@@ -395,6 +395,31 @@ def test_a_runs_own_prompt_is_none_of_the_messages_it_was_handed() -> None:
         assert ix._new_from_result(b.cassette.runs[run]) == b.cassette.runs[run].result[2:], handed
 
 
+def _note_resent(sent_note: str) -> Build:
+    """Two turns; the first kept a system note in its history (0.62's LLMReminder). A summarizer ran in the
+    background before the second turn's request, which re-sends everything: the note as ``sent_note``."""
+    b = Build()
+    kept = [ModelRequest(parts=[UserPromptPart("U1 " + "about the invoices " * 10), SystemPromptPart("Stay on the invoice task.")]),
+            reply("A1 " + "reconciled " * 10)]
+    run = b.run("U2", kept, [])
+    summarize(b, "User: U1", "Summary written in the background.")
+    sent = [ModelRequest(parts=[UserPromptPart("U1 " + "about the invoices " * 10), UserPromptPart(sent_note)]), kept[1], user("U2")]
+    b.request("main", run, sent, reply("A2"))
+    b.cassette.runs[run].result = b.ids([*kept, user("U2"), reply("A2")])
+    return b
+
+
+def test_grew_request_a_system_note_sent_as_user_text_is_the_historys_note() -> None:
+    """0.62 keeps an LLMReminder's note in the history as a system prompt, sent to a model with no
+    mid-conversation system role as ``<system>…</system>`` user text. A request sent whole after a summarizer ran
+    in the background (FallbackCompaction's ``background_start``) read as compacted — the note, differently
+    wrapped, "not re-sent" — and as grown by the tags."""
+    assert only(_note_resent("<system>Stay on the invoice task.</system>").cassette, "compaction_grew_request") == []
+    # the control: a text that is no such block is another part: the history's note is not re-sent, a compaction
+    (v,) = only(_note_resent("<system>Stay on the invoice task.</system> " + "and more " * 20).cassette, "compaction_grew_request")
+    assert v.evidence["requests"] == [0], v.evidence
+
+
 def test_grew_request_follows_chained_runs_back_to_the_uncompacted_history() -> None:
     b = Build()
     history = turns(5, "noted {}")
