@@ -280,10 +280,7 @@ def test_a_generated_reminder_kept_in_history_is_system_text_not_lost(cli) -> No
     healthy 0.62 recording, and a new violation on every upgrade to it). 0.59 and 0.60 send it with one request."""
     versions = ("0.59.0", "0.60.0", "0.62.0")
     for v in versions:
-        cassette = FIXTURES / f"harness-{v}/trust/llm_reminder_kept.cassette"
-        assert _check_json(cli, cassette) == [], v
-        doc = _diff_json(cli, cassette, FIXTURES / "harness-0.62.0/trust/llm_reminder_kept.cassette")
-        assert not doc["violations"], (v, doc["violations"])
+        _clean_on(cli, v, "llm_reminder_kept")
     # the note is there to be read as lost: kept in 0.62's history, sent voiced, summarized in system voice
     c = load(FIXTURES / "harness-0.62.0/trust/llm_reminder_kept.cassette")
     voiced = [p["content"] for m in c.messages for p in m.get("parts", [])
@@ -305,10 +302,7 @@ def test_a_memory_snapshot_marked_by_a_string_is_not_a_users_loss(cli) -> None:
     every upgrade to 0.62, which keeps the snapshot in history with an origin)."""
     versions = ("0.54.0", "0.56.0", "0.59.0", "0.60.0", "0.62.0")
     for v in versions:
-        cassette = FIXTURES / f"harness-{v}/trust/memory_snapshot.cassette"
-        assert _check_json(cli, cassette) == [], v
-        doc = _diff_json(cli, cassette, FIXTURES / "harness-0.62.0/trust/memory_snapshot.cassette")
-        assert not doc["violations"], (v, doc["violations"])
+        _clean_on(cli, v, "memory_snapshot")
     # the snapshot is there to be read as lost: string-marked, sent with a request, in no summarizer input
     for v in versions[:-1]:
         c = load(FIXTURES / f"harness-{v}/trust/memory_snapshot.cassette")
@@ -327,10 +321,7 @@ def test_a_reminder_sent_alone_counts_on_both_sides_of_a_compaction(cli) -> None
     that halved the history as grown (VIOLATED on 0.54-0.60, ``gone`` on every upgrade to 0.62)."""
     versions = ("0.54.0", "0.56.0", "0.59.0", "0.60.0", "0.62.0")
     for v in versions:
-        cassette = FIXTURES / f"harness-{v}/trust/reminder_outweighs_compaction.cassette"
-        assert _check_json(cli, cassette) == [], v
-        doc = _diff_json(cli, cassette, FIXTURES / "harness-0.62.0/trust/reminder_outweighs_compaction.cassette")
-        assert not doc["violations"], (v, doc["violations"])
+        _clean_on(cli, v, "reminder_outweighs_compaction")
     for v in versions[:-1]:  # the reminder is there to be counted: sent with a cache point ahead along with a summary
         c = load(FIXTURES / f"harness-{v}/trust/reminder_outweighs_compaction.cassette")
         compacted = [ex for ex in c.exchanges if ex.role == "main" and any(
@@ -362,10 +353,7 @@ def test_steering_enqueued_into_a_trimmed_tool_loop_is_history(cli) -> None:
     result, where the harness also puts what one request carries alone; the uncompacted history, rebuilt from the
     requests, left it out, and the trimmed request read as grown by it (34 tokens before, 190 after on 0.59+)."""
     for v in ("0.54.0", "0.56.0", "0.59.0", "0.60.0", "0.62.0"):
-        cassette = FIXTURES / f"harness-{v}/trust/steer_in_window.cassette"
-        assert _check_json(cli, cassette) == [], v
-        doc = _diff_json(cli, cassette, FIXTURES / "harness-0.62.0/trust/steer_in_window.cassette")
-        assert not doc["violations"], (v, doc["violations"])
+        cassette = _clean_on(cli, v, "steer_in_window")
         c = load(cassette)  # the steering is there, re-sent after the request it came with: history
         mains = [ex for ex in c.exchanges if ex.role == "main"]
         steered = [k for k, ex in enumerate(mains) if "open the failing test" in json.dumps(c.messages[ex.messages[-1]])]
@@ -379,10 +367,7 @@ def test_an_earlier_prompt_alike_is_not_the_runs_own(cli) -> None:
     content_lost took it (one word apart: a redaction) for the run's own, the receipt after it for the request
     being answered, and read it as left out (VIOLATED on a healthy 0.62 recording, new on every upgrade to it)."""
     for v in ("0.54.0", "0.56.0", "0.59.0", "0.60.0", "0.62.0"):
-        cassette = FIXTURES / f"harness-{v}/trust/repeated_prompt_receipts.cassette"
-        assert _check_json(cli, cassette) == [], v
-        doc = _diff_json(cli, cassette, FIXTURES / "harness-0.62.0/trust/repeated_prompt_receipts.cassette")
-        assert not doc["violations"], (v, doc["violations"])
+        _clean_on(cli, v, "repeated_prompt_receipts")
     c = load(FIXTURES / "harness-0.62.0/trust/repeated_prompt_receipts.cassette")  # the shape: a turn's result without its prompt
     texts = [[json.dumps(c.messages[i]) for i in run.result] for run in c.runs if run.role == "main"]
     prompts = [run.prompt for run in c.runs if run.role == "main"]
@@ -403,6 +388,15 @@ def test_a_request_sent_whole_while_a_summary_is_written_in_the_background_is_no
     before = max((ex for ex in c.exchanges if ex.role == "main" and ex.seq < after.seq), key=lambda e: e.seq)
     assert len(after.messages) > len(before.messages)  # nothing dropped: the summary is applied turns later
     assert any(str(p.get("content")).startswith("<system>A reminder model") for i in after.messages for p in c.messages[i]["parts"])
+
+
+def _clean_on(cli, version: str, name: str) -> Path:
+    """``trust/<name>`` recorded on ``version``: no violation checked alone, none diffed against 0.62.0's."""
+    cassette = FIXTURES / f"harness-{version}/trust/{name}.cassette"
+    assert _check_json(cli, cassette) == [], version
+    doc = _diff_json(cli, cassette, FIXTURES / f"harness-0.62.0/trust/{name}.cassette")
+    assert not doc["violations"], (version, doc["violations"])
+    return cassette
 
 
 def _check_json(cli, cassette: Path) -> list[dict]:

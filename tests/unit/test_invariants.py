@@ -479,8 +479,13 @@ def test_content_lost_control_and_word_boundaries() -> None:
 def _noted_case(note: str, summarizer_saw: str) -> Build:
     """Ten turns whose fifth prompt carries ``note`` as a second user part (as pydantic-ai sends a system
     prompt to a model with no mid-conversation system role), summarized, then the last turn kept."""
+    return _second_part_case(UserPromptPart(note), summarizer_saw)
+
+
+def _second_part_case(part: UserPromptPart, summarizer_saw: str) -> Build:
+    """Ten turns whose fifth prompt carries ``part`` too, summarized, then the last turn kept."""
     history = turns(10)
-    history[8] = ModelRequest(parts=[UserPromptPart("U5"), UserPromptPart(note)])
+    history[8] = ModelRequest(parts=[UserPromptPart("U5"), part])
     b = Build()
     run = b.run("U11", history, [])
     summarize(b, summarizer_saw, "Summary.")
@@ -510,16 +515,8 @@ def test_content_lost_a_system_note_sent_as_user_text_is_system_text() -> None:
 def _snapshot_case(metadata: object, summarizer_saw: str) -> Build:
     """Ten turns whose fifth request carries a store's text as ``Memory`` 0.52-0.60 inject it (a second user
     part, one ``TextContent`` with ``metadata``), summarized, then the last turn kept."""
-    history = turns(10)
     snapshot = UserPromptPart([TextContent("<memory>\nThe payments team owns the canary dashboard.\n</memory>", metadata=metadata)])
-    history[8] = ModelRequest(parts=[UserPromptPart("U5"), snapshot])
-    b = Build()
-    run = b.run("U11", history, [])
-    summarize(b, summarizer_saw, "Summary.")
-    sent = [ModelRequest(parts=[SystemPromptPart("Summary.")]), user("U10"), reply("A10"), user("U11")]
-    b.request("main", run, sent, reply("Done."))
-    b.cassette.runs[run].result = b.ids([*sent, reply("Done.")])
-    return b
+    return _second_part_case(snapshot, summarizer_saw)
 
 
 def test_content_lost_a_memory_snapshot_marked_by_a_string_is_the_stores_text() -> None:
