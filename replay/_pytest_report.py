@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from ._untrusted import _pair, _short, visible
 from .differ import Change, Diff, RequestDiff, natural_key
-from .reporter import diff_lines, entry_line, request_head
+from .reporter import diff_lines, entry_line, request_head, shown_changes
 
 Paint = Callable[[str, str], str]
 """(text, colour) → text with the terminal's markup, or unchanged when it has none."""
@@ -82,7 +82,7 @@ def request_lines(r: RequestDiff, *, verbose: bool, paint: Paint = _plain) -> li
     head, *last = request_head(r)
     out = [paint(visible(head), "bold"), *(visible(line) for line in last)]
     out += ["  " + _colour(visible(entry_line(e)), paint) for e in r.entries if e.kind != "changed"]
-    for c in sorted(r.changes, key=lambda c: natural_key(c.path)):
+    for c in sorted(shown_changes(r), key=lambda c: natural_key(c.path)):
         out += ["  " + ln for ln in change_lines(c, verbose=verbose, paint=paint)]
     return out
 

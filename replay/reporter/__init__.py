@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -265,12 +266,41 @@ def request_head(r: RequestDiff) -> list[str]:
     return [head] + ([f"  last message: {_short(r.last)}"] if r.last is not None else [])
 
 
+_INSTRUCTION_PART = re.compile(r"\.parameters\.instruction_parts\[\d+\]\.content$")
+_MESSAGE_INSTRUCTIONS = re.compile(r"\.messages\[\d+\]\.instructions$")
+
+
+def shown_changes(r: RequestDiff) -> list[Change]:
+    """The request's changes less an instruction part's edit that its message's ``instructions`` already show.
+
+    Slim 2.62 sends instructions twice over: joined on the last request message, and part by part in the
+    parameters. One edit to the harness's instructions read as two lines saying the same thing. A part's edit is
+    left out only where a message's instructions changed from a text holding the part's old content to one
+    holding its new content; a part whose edit the joined text does not show (a flag, a split) stays. The JSON
+    keeps every change."""
+    joined = [
+        (c.old, c.new) for c in r.changes
+        if c.kind == "changed" and type(c.old) is str and type(c.new) is str and _MESSAGE_INSTRUCTIONS.search(c.path)
+    ]
+    if not joined:
+        return list(r.changes)
+
+    def said(c: Change) -> bool:
+        return (
+            c.kind == "changed" and type(c.old) is str and type(c.new) is str
+            and _INSTRUCTION_PART.search(c.path) is not None
+            and any(c.old in old and c.new in new for old, new in joined)
+        )
+
+    return [c for c in r.changes if not said(c)]
+
+
 def request_lines(r: RequestDiff) -> list[tuple[str, str]]:
     """(key, line) per entry and field change of one request; the key leaves the request's ordinal out."""
     out = [(entry_line(e), entry_line(e)) for e in r.entries if e.kind != "changed"]
     if not r.detailed:
         out.append(("details left out (the diff's detail bound)", "details left out (the diff's detail bound)"))
-    for c in r.changes:
+    for c in shown_changes(r):
         if c.kind == "changed" or c.kind == "type":
             old, new = _pair(c.old, c.new)
             text = f"{c.path}: {old} → {new}"

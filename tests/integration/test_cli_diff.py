@@ -601,3 +601,14 @@ def test_a_two_file_json_diff_names_its_scenario_as_every_other_format_does(cli)
     doc = json.loads(cli("diff", a, b, "--format", "json").out)
     assert doc["scenario_id"] == "seed000/long"
     assert "`seed000/long`" in cli("diff", a, b, "--format", "markdown").out
+
+
+def test_an_instructions_edit_is_one_line_though_slim_sends_it_twice(cli) -> None:
+    """0.62 rewords Memory's instructions; slim 2.62 sends them joined on the message and part by part in the
+    parameters. The text says the edit once per request, under the message; the JSON keeps both changes."""
+    a, b = (FIXTURES / f"harness-{v}/trust/memory_snapshot.cassette" for v in ("0.59.0", "0.62.0"))
+    r = cli("diff", a, b)
+    assert r.code == 1 and "main[0].messages[0].instructions: " in r.out, r.out
+    assert "instruction_parts" not in r.out
+    paths = [c["path"] for q in _diff_json(cli, a, b)["requests"] for c in q["changes"]]
+    assert "main[0].parameters.instruction_parts[0].content" in paths and "main[0].messages[0].instructions" in paths

@@ -210,3 +210,28 @@ def test_the_step_summary_stays_within_what_github_shows(tmp_path, monkeypatch) 
     small = "### small\n"
     reporter.write_step_summary(small)  # nothing fits any more: the rest is said on stderr, the file stays in bounds
     assert len(path.read_bytes()) <= reporter.STEP_SUMMARY_BYTES
+
+
+def _instructions_request(part_old: str, part_new: str) -> RequestDiff:
+    joined_old, joined_new = "Be brief.\n\nCall `read_memory` first.", "Be brief.\n\nRead the file first."
+    return RequestDiff("main", 0, "changed", [
+        Change("main[0].messages[0].instructions", "changed", joined_old, joined_new),
+        Change("main[0].parameters.instruction_parts[1].content", "changed", part_old, part_new),
+    ])
+
+
+def test_an_instruction_part_edit_the_joined_instructions_show_is_one_line() -> None:
+    """Slim 2.62 sends instructions joined on the message and part by part: one edit, one line; the JSON keeps both."""
+    r = _instructions_request("Call `read_memory` first.", "Read the file first.")
+    d = Diff("s/i", "recorded", "replayed", [RoleCount("main", 1, 1)], [r], [], None, [])
+    lines = [line for line in diff_lines(d) if "instruction" in line]
+    assert len(lines) == 1 and "messages[0].instructions" in lines[0]
+    assert len(reports_json([ScenarioReport("s/i", "changed", diff=d)])["scenarios"]["s/i"]["requests"][0]["changes"]) == 2
+
+
+def test_an_instruction_part_edit_the_joined_text_does_not_show_stays() -> None:
+    """Control: a part whose new text is not in the new joined instructions (a split, another edit) is its own line."""
+    r = _instructions_request("Call `read_memory` first.", "Something else entirely.")
+    d = Diff("s/i", "recorded", "replayed", [RoleCount("main", 1, 1)], [r], [], None, [])
+    lines = [line for line in diff_lines(d) if "instruction" in line]
+    assert len(lines) == 2 and any("instruction_parts[1].content" in line for line in lines)
