@@ -1229,8 +1229,16 @@ class _Index:
             (k for k, i in enumerate(result) if self.c.messages[i].get("kind") == "response" and norm[i] not in before),
             len(result),
         )
+        if not prompt:
+            # A run resumed without a prompt (``deferred_tool_results``: an approval, an external tool's result)
+            # opens with the request carrying those results, just before its first answer: the run's own, not
+            # the history's. Starting at the answer left every deferred result out of the uncompacted history,
+            # and a compaction that halved a resumed run's request read as grown (30 tokens before, 229 after).
+            while first > 0 and self.c.messages[result[first - 1]].get("kind") == "request" and norm[result[first - 1]] not in before:
+                first -= 1
+            return result[first:]
         rebuilt = [self.add({"kind": "request", "parts": [{"part_kind": "user-prompt", "content": run.prompt}]})]
-        return (rebuilt if prompt else []) + result[first:]
+        return rebuilt + result[first:]
 
 
 def _rewritten(words: list[str], tokens: list[str]) -> bool:

@@ -226,7 +226,7 @@ def test_every_trust_scenario_replays_same_on_the_installed_version_three_times(
     for _ in range(3):
         r = cli("run", FIXTURES / "scenarios" / "trust.py", "--cassettes", FIXTURES / "harness-0.62.0", "--format", "json")
         statuses = {sid: cell["status"] for sid, cell in json.loads(r.out)["scenarios"].items()}
-        assert len(statuses) == 28 and set(statuses.values()) == {"same"}, statuses
+        assert len(statuses) == 29 and set(statuses.values()) == {"same"}, statuses
 
 
 def test_what_the_model_is_never_sent_is_not_a_change(cli) -> None:
@@ -388,6 +388,18 @@ def test_a_request_sent_whole_while_a_summary_is_written_in_the_background_is_no
     before = max((ex for ex in c.exchanges if ex.role == "main" and ex.seq < after.seq), key=lambda e: e.seq)
     assert len(after.messages) > len(before.messages)  # nothing dropped: the summary is applied turns later
     assert any(str(p.get("content")).startswith("<system>A reminder model") for i in after.messages for p in c.messages[i]["parts"])
+
+
+def test_a_resumed_runs_deferred_results_are_in_the_uncompacted_history(cli) -> None:
+    """Five CI jobs run by an external (deferred) tool: each run stops at the call and is resumed without a
+    prompt (``deferred_tool_results``) with the job's long log. The resumed run's own messages open with the
+    request carrying the log; read from its first answer on, no log was in the uncompacted history, and every
+    compaction that halved a resumed request read as grown (30 tokens before, 229-280 after, on every version)."""
+    for v in ("0.54.0", "0.56.0", "0.59.0", "0.60.0", "0.62.0"):
+        _clean_on(cli, v, "deferred_resume_compacted")
+    c = load(FIXTURES / "harness-0.62.0/trust/deferred_resume_compacted.cassette")  # the shape: resumed runs, compacted
+    resumed = [r for r in c.runs if r.role == "main" and r.prompt is None]
+    assert len(resumed) == 5 and any(any(p.get("part_kind") == "compaction" for i in r.result for p in c.messages[i]["parts"]) for r in resumed)
 
 
 def _clean_on(cli, version: str, name: str) -> Path:

@@ -439,6 +439,41 @@ def test_grew_request_follows_chained_runs_back_to_the_uncompacted_history() -> 
     assert v.evidence["after"] == [m0.estimate, m1.estimate] and v.evidence["requests"] == [0, 1]
 
 
+_CI_LOG = " ".join(f"stage {k} finished green in {k + 2} seconds" for k in range(40))
+
+
+def _resumed(summary: str) -> tuple[Build, list[ModelMessage]]:
+    """A run that stops at an external tool's call, then a run resumed without a prompt
+    (``deferred_tool_results``) whose request carries the tool's long result, compacted to ``summary``."""
+    b = Build()
+    history = turns(4, "noted {}")
+    call = ModelResponse(parts=[ToolCallPart("run_ci", {"job": 5}, tool_call_id="ci5")])
+    stopped = [*history, user("Run CI job 5."), call]
+    r0 = b.run("Run CI job 5.", history, stopped)
+    b.request("main", r0, [*history, user("Run CI job 5.")], call)
+    results = ModelRequest(parts=[ToolReturnPart("run_ci", _CI_LOG, tool_call_id="ci5")])
+    r1 = b.run(None, stopped, [])
+    summarize(b, "summarize U1..U4, Run CI job 5.", summary)
+    kept = ModelRequest(parts=[UserPromptPart("U1"), SystemPromptPart(summary)])
+    b.request("main", r1, [kept, call, results], reply("Job 5 passed."))
+    b.cassette.runs[r1].result = b.ids([kept, call, results, reply("Job 5 passed.")])
+    return b, [*stopped, results]
+
+
+def test_grew_request_counts_the_results_a_resumed_run_opens_with() -> None:
+    """A run resumed with ``deferred_tool_results`` has no prompt: its own messages open with the request
+    carrying the deferred results, before its first answer. Read from that answer on, every deferred result
+    was missing from the uncompacted history, and a compaction that halved a resumed run's request read as
+    grown (``trust/deferred_resume_compacted``: 30 tokens before, 229 after on 0.62)."""
+    b, _ = _resumed("brief")
+    assert only(b.cassette, "compaction_grew_request") == []
+    # control: a summary larger than everything it replaced is still growth, measured against the history
+    # with the deferred result in it
+    b, logical = _resumed("retained note " * 400)
+    (v,) = only(b.cassette, "compaction_grew_request")
+    assert v.evidence["requests"] == [1] and v.evidence["uncompacted"] == [estimate(logical)], v.evidence
+
+
 # --------------------------------------------------------------------------- content_lost
 
 
