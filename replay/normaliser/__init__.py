@@ -211,6 +211,13 @@ ANY_CLASS = Choice()
 """The kind of a pydantic-ai value whose class the schema does not describe: a field at its empty value
 (``None``, ``False``, ``0``, ``""``) is taken for its default, and the volatile keys are dropped."""
 
+_USAGE_FIELDS = frozenset({"input_tokens", "cache_write_tokens", "cache_read_tokens", "output_tokens",
+                           "input_audio_tokens", "cache_audio_read_tokens", "output_audio_tokens", "details"})
+"""The fields every slim's ``RunUsage`` and ``RequestUsage`` dump (``result.usage``, a response's ``usage``) holds:
+a mapping with all of them that the scenario observed or returned is pydantic-ai's usage, read as pydantic-ai's. Slims
+add counters with a zero default (``cache_write_1h_tokens`` and ``output_reasoning_tokens``, new after 2.56), and kept
+as the user's value, ``null → 0`` made every scenario observing its usage ``changed`` across them."""
+
 _DATA_FIELDS = frozenset({"args", "parameters_json_schema", "outer_typed_dict_key"})
 """Fields of pydantic-ai's classes that hold the user's own values: a tool call's arguments, a tool's JSON schema."""
 _DATA_CONTENT = frozenset({"tool-return", "builtin-tool-return", "retry-prompt"})
@@ -293,11 +300,14 @@ class Normaliser:
 
     def _data(self, value: dict[str, Any]) -> dict[str, Any]:
         """The user's own mapping: every key and value kept (ids and texts aliased as everywhere).
-        A dumped pydantic-ai message or part inside it (``all_messages()`` returned) is read as one."""
+        A dumped pydantic-ai message or part inside it (``all_messages()`` returned) is read as one,
+        and so is a usage (``result.usage`` observed, see :data:`_USAGE_FIELDS`)."""
         if value.get("kind") in ("request", "response") and "parts" in value:
             return self._dict(sent_message(value), self.schema.root("message") or ANY_CLASS)
         if "part_kind" in value:
             return self._dict(sent_part(value), ANY_CLASS)
+        if _USAGE_FIELDS.issubset(value):
+            return self._dict(value, ANY_CLASS)
         out: dict[str, Any] = {}
         private = False
         for key, item in value.items():

@@ -226,7 +226,7 @@ def test_every_trust_scenario_replays_same_on_the_installed_version_three_times(
     for _ in range(3):
         r = cli("run", FIXTURES / "scenarios" / "trust.py", "--cassettes", FIXTURES / "harness-0.62.0", "--format", "json")
         statuses = {sid: cell["status"] for sid, cell in json.loads(r.out)["scenarios"].items()}
-        assert len(statuses) == 29 and set(statuses.values()) == {"same"}, statuses
+        assert len(statuses) == 30 and set(statuses.values()) == {"same"}, statuses
 
 
 def test_what_the_model_is_never_sent_is_not_a_change(cli) -> None:
@@ -400,6 +400,18 @@ def test_a_resumed_runs_deferred_results_are_in_the_uncompacted_history(cli) -> 
     c = load(FIXTURES / "harness-0.62.0/trust/deferred_resume_compacted.cassette")  # the shape: resumed runs, compacted
     resumed = [r for r in c.runs if r.role == "main" and r.prompt is None]
     assert len(resumed) == 5 and any(any(p.get("part_kind") == "compaction" for i in r.result for p in c.messages[i]["parts"]) for r in resumed)
+
+
+def test_an_observed_usage_grows_like_pydantic_ais_own(cli) -> None:
+    """Two turns with a tool, the run's usage observed after each: slims after 2.56 dump it with two more counters
+    at zero (``cache_write_1h_tokens``, ``output_reasoning_tokens``). Kept as the user's value, ``null → 0`` read
+    ``changed`` between 0.54/0.56 and 0.59+ for the very same requests and answers."""
+    new = load(FIXTURES / "harness-0.62.0/trust/usage_observed.cassette")
+    (seen,) = [o.value for o in new.observations if o.name == "usage"]
+    assert seen[0]["cache_write_1h_tokens"] == 0 and seen[0]["input_tokens"] > 0  # the shape: a counter the old slims lack
+    for v in ("0.54.0", "0.56.0", "0.59.0", "0.60.0"):
+        doc = _diff_json(cli, _clean_on(cli, v, "usage_observed"), FIXTURES / "harness-0.62.0/trust/usage_observed.cassette")
+        assert not doc["changed"] and not doc["observations"], (v, doc["observations"])
 
 
 def _clean_on(cli, version: str, name: str) -> Path:

@@ -627,3 +627,20 @@ def test_a_response_field_the_other_version_never_declared_is_not_a_change() -> 
     declared.header.schema_defaults = installed_schema()  # the same version: the fallback did not happen
     assert diff(new, declared).changed
     assert diff(new, older(fields=False)).changed
+
+
+def test_an_observed_usage_is_pydantic_ais_and_grows_like_it() -> None:
+    """`run.observe("usage", result.usage)`: slims after 2.56 add counters with a zero default
+    (`cache_write_1h_tokens`, `output_reasoning_tokens`). Kept as the user's value, `null → 0` read `changed`
+    across them; a usage is pydantic-ai's, where a missing counter and its zero are one."""
+    old = {"input_tokens": 53, "cache_write_tokens": 0, "cache_read_tokens": 0, "output_tokens": 1, "input_audio_tokens": 0,
+           "cache_audio_read_tokens": 0, "output_audio_tokens": 0, "audio_seconds": 0.0, "details": {}, "cost": None,
+           "requests": 1, "tool_calls": 0}
+    new = {**old, "cache_write_1h_tokens": 0, "output_reasoning_tokens": 0}
+    assert Normaliser().value({"usage": old}) == Normaliser().value({"usage": new})
+    assert Normaliser().value([old]) == Normaliser().value([new])  # observed in a list of turns too
+    # control: a counter that moved is a change, and a mapping of the user's own keeps its zeros
+    assert Normaliser().value({"usage": old}) != Normaliser().value({"usage": {**new, "input_tokens": 60}})
+    assert Normaliser().value({"usage": old}) != Normaliser().value({"usage": {**new, "output_reasoning_tokens": 12}})
+    mine = {"input_tokens": 0, "output_tokens": 0}
+    assert Normaliser().value(mine) == mine
