@@ -218,8 +218,9 @@ a mapping with all of them that the scenario observed or returned is pydantic-ai
 add counters with a zero default (``cache_write_1h_tokens`` and ``output_reasoning_tokens``, new after 2.56), and kept
 as the user's value, ``null → 0`` made every scenario observing its usage ``changed`` across them."""
 
-_DATA_FIELDS = frozenset({"args", "parameters_json_schema", "outer_typed_dict_key"})
-"""Fields of pydantic-ai's classes that hold the user's own values: a tool call's arguments, a tool's JSON schema."""
+_DATA_FIELDS = frozenset({"args", "args_delta", "parameters_json_schema", "outer_typed_dict_key"})
+"""Fields of pydantic-ai's classes that hold the user's own values: a tool call's arguments (whole, or a streamed
+delta of them), a tool's JSON schema."""
 _DATA_CONTENT = frozenset({"tool-return", "builtin-tool-return", "retry-prompt"})
 """Part kinds whose ``content`` is the user's: what the tool returned, the validation errors a retry sends
 back (with the ``input`` the model gave, ``0`` and ``None`` included)."""
@@ -301,12 +302,16 @@ class Normaliser:
     def _data(self, value: dict[str, Any]) -> dict[str, Any]:
         """The user's own mapping: every key and value kept (ids and texts aliased as everywhere).
         A dumped pydantic-ai message or part inside it (``all_messages()`` returned) is read as one,
-        and so is a usage (``result.usage`` observed, see :data:`_USAGE_FIELDS`)."""
+        and so are a usage (``result.usage`` observed, see :data:`_USAGE_FIELDS`) and a stream event."""
         if value.get("kind") in ("request", "response") and "parts" in value:
             return self._dict(sent_message(value), self.schema.root("message") or ANY_CLASS)
         if "part_kind" in value:
             return self._dict(sent_part(value), ANY_CLASS)
         if _USAGE_FIELDS.issubset(value):
+            return self._dict(value, ANY_CLASS)
+        if "event_kind" in value or "part_delta_kind" in value:
+            # a streamed run's event or part delta (``run_stream_events`` observed): pydantic-ai's classes, which
+            # slims grow with empty fields (2.62's ``TextPartDelta.citations_delta``: ``null → null``, changed)
             return self._dict(value, ANY_CLASS)
         out: dict[str, Any] = {}
         private = False

@@ -226,7 +226,7 @@ def test_every_trust_scenario_replays_same_on_the_installed_version_three_times(
     for _ in range(3):
         r = cli("run", FIXTURES / "scenarios" / "trust.py", "--cassettes", FIXTURES / "harness-0.62.0", "--format", "json")
         statuses = {sid: cell["status"] for sid, cell in json.loads(r.out)["scenarios"].items()}
-        assert len(statuses) == 30 and set(statuses.values()) == {"same"}, statuses
+        assert len(statuses) == 31 and set(statuses.values()) == {"same"}, statuses
 
 
 def test_what_the_model_is_never_sent_is_not_a_change(cli) -> None:
@@ -411,6 +411,17 @@ def test_an_observed_usage_grows_like_pydantic_ais_own(cli) -> None:
     assert seen[0]["cache_write_1h_tokens"] == 0 and seen[0]["input_tokens"] > 0  # the shape: a counter the old slims lack
     for v in ("0.54.0", "0.56.0", "0.59.0", "0.60.0"):
         doc = _diff_json(cli, _clean_on(cli, v, "usage_observed"), FIXTURES / "harness-0.62.0/trust/usage_observed.cassette")
+        assert not doc["changed"] and not doc["observations"], (v, doc["observations"])
+
+
+def test_observed_stream_events_grow_like_pydantic_ais_own(cli) -> None:
+    """A streamed run's events observed whole: slim 2.62's text delta carries ``citations_delta`` (None), 2.60's and
+    older lack it, and the same stream read ``changed`` (``events[7].delta.citations_delta: null → null``)."""
+    new = load(FIXTURES / "harness-0.62.0/trust/events_observed.cassette")
+    (events,) = [o.value for o in new.observations if o.name == "events"]
+    assert any("citations_delta" in (e.get("delta") or {}) for e in events)  # the shape: a field the older slims lack
+    for v in ("0.54.0", "0.56.0", "0.59.0", "0.60.0"):
+        doc = _diff_json(cli, _clean_on(cli, v, "events_observed"), FIXTURES / "harness-0.62.0/trust/events_observed.cassette")
         assert not doc["changed"] and not doc["observations"], (v, doc["observations"])
 
 

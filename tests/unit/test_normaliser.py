@@ -644,3 +644,20 @@ def test_an_observed_usage_is_pydantic_ais_and_grows_like_it() -> None:
     assert Normaliser().value({"usage": old}) != Normaliser().value({"usage": {**new, "output_reasoning_tokens": 12}})
     mine = {"input_tokens": 0, "output_tokens": 0}
     assert Normaliser().value(mine) == mine
+
+
+def test_an_observed_stream_event_is_pydantic_ais_and_grows_like_it() -> None:
+    """`run.observe("events", events)` of `run_stream_events`: slim 2.62's `TextPartDelta` has a `citations_delta`
+    (None) that 2.60's lacks, which read `changed` as `null → null`. An event or a part delta is pydantic-ai's; the
+    arguments a tool call's delta carries are the model's, every `0` and `None` of them kept."""
+    old = {"index": 0, "delta": {"content_delta": "sunny.", "provider_name": None, "part_delta_kind": "text"}, "event_kind": "part_delta"}
+    new = {**old, "delta": {**old["delta"], "citations_delta": None}}  # type: ignore[dict-item]
+    assert Normaliser().value([old]) == Normaliser().value([new])
+    # control: what the delta says is still compared, and a tool call delta's arguments keep their zeros
+    assert Normaliser().value([old]) != Normaliser().value([{**new, "delta": {"content_delta": "rainy.", "part_delta_kind": "text"}}])
+
+    def args(value: object) -> object:
+        return Normaliser().value({"index": 0, "event_kind": "part_delta",
+                                   "delta": {"tool_name_delta": None, "args_delta": {"n": value}, "part_delta_kind": "tool_call"}})
+
+    assert args(0) != args(None) != args(False)
