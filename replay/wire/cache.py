@@ -282,6 +282,31 @@ class _Sent:
     def message(self, a: int, b: int) -> bool:
         return a == b or self._message(a) == self._message(b)
 
+    def shared_messages(self, prev: Exchange, ex: Exchange) -> int:
+        """How many leading messages ``ex`` re-sends of ``prev`` as the provider is sent them."""
+        pm, em = prev.messages, ex.messages
+        n = 0
+        while n < min(len(pm), len(em)) and self.message(pm[n], em[n]):
+            n += 1
+        return n
+
+    def own_instructions_only(self, a: Exchange, b: Exchange) -> bool:
+        """Whether two requests' parameters differ in nothing but the agent's own instructions: the parts with no
+        ``id`` (``instructions=``, ``@agent.instructions``; a capability's parts carry its id as their source).
+
+        Instructions lead the prompt, so such a change re-sends everything uncached, but it is the scenario's
+        edit of its own agent (the facts it learned so far), not the harness's edit of the history."""
+        if a.parameters is None or b.parameters is None or self.parameters(a, b):
+            return False
+        return bool(self._without_own(a) == self._without_own(b))
+
+    def _without_own(self, ex: Exchange) -> Any:
+        raw, sent = self.c.blobs[ex.parameters] if ex.parameters is not None else None, self._param(ex)
+        parts, kept = raw.get("instruction_parts") if type(raw) is dict else None, sent.get("instruction_parts") if type(sent) is dict else None
+        if type(parts) is not list or type(kept) is not list or len(parts) != len(kept):
+            return sent
+        return {**sent, "instruction_parts": [k for p, k in zip(parts, kept) if not (type(p) is dict and p.get("id") is None)]}
+
     def _message(self, i: int) -> Any:
         found = self._messages.get(i, _NOT_LOADED_YET)
         if found is _NOT_LOADED_YET:
@@ -441,9 +466,13 @@ def broken_prefixes(c: Cassette, costs: Iterable[RequestCost] | None = None) -> 
             continue
         ex_prev, ex = by_key[(prev.role, prev.index)], by_key[(cost.role, cost.index)]
         last = len(ex_prev.messages) - 1
-        edited_history = cost.diverged_at < last or (
-            cost.diverged_at == last < len(ex.messages)
-            and sent.parameters(ex, ex_prev)  # else the tools moved, not the message
+        # The agent's own instructions changed (the scenario's edit, not the harness's): the messages alone say
+        # whether the history was edited in place; otherwise a parameter change re-sends nothing as cached.
+        own = sent.own_instructions_only(ex, ex_prev)
+        diverged = sent.shared_messages(ex_prev, ex) if own else cost.diverged_at
+        edited_history = diverged < last or (
+            diverged == last < len(ex.messages)
+            and (own or sent.parameters(ex, ex_prev))  # else the tools moved, not the message
             and not _left_out_only(c.messages[ex_prev.messages[last]], c.messages[ex.messages[last]])
         )
         if len(ex.messages) >= len(ex_prev.messages) and edited_history and cost.cached < prev.tokens:

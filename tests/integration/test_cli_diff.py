@@ -226,7 +226,7 @@ def test_every_trust_scenario_replays_same_on_the_installed_version_three_times(
     for _ in range(3):
         r = cli("run", FIXTURES / "scenarios" / "trust.py", "--cassettes", FIXTURES / "harness-0.62.0", "--format", "json")
         statuses = {sid: cell["status"] for sid, cell in json.loads(r.out)["scenarios"].items()}
-        assert len(statuses) == 31 and set(statuses.values()) == {"same"}, statuses
+        assert len(statuses) == 32 and set(statuses.values()) == {"same"}, statuses
 
 
 def test_what_the_model_is_never_sent_is_not_a_change(cli) -> None:
@@ -423,6 +423,19 @@ def test_observed_stream_events_grow_like_pydantic_ais_own(cli) -> None:
     for v in ("0.54.0", "0.56.0", "0.59.0", "0.60.0"):
         doc = _diff_json(cli, _clean_on(cli, v, "events_observed"), FIXTURES / "harness-0.62.0/trust/events_observed.cassette")
         assert not doc["changed"] and not doc["observations"], (v, doc["observations"])
+
+
+def test_the_agents_own_growing_instructions_are_no_harness_cache_bust(cli) -> None:
+    """``@agent.instructions`` listing the facts learned so far, one long line more each turn, eight turns summarized:
+    nothing is cached from turn to turn (instructions lead the prompt), but the history is re-sent as it was and
+    it is the scenario's own agent that changed. cache_prefix_broken read it as the harness editing messages in
+    place on every turn no summarizer ran before (``main[2] 0/317, main[4] 0/530, main[6] 0/743``), on every version."""
+    for v in ("0.54.0", "0.56.0", "0.59.0", "0.60.0", "0.62.0"):
+        _clean_on(cli, v, "growing_instructions")
+    c = load(FIXTURES / "harness-0.62.0/trust/growing_instructions.cassette")  # the shape: the agent's own parts grew
+    own = [[p["content"] for p in c.blobs[ex.parameters]["instruction_parts"] if p.get("id") is None]
+           for ex in c.exchanges if ex.role == "main" and ex.parameters is not None]
+    assert len({len(x[0]) for x in own}) >= 8
 
 
 def _clean_on(cli, version: str, name: str) -> Path:

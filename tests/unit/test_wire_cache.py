@@ -268,3 +268,36 @@ def test_a_runs_kept_output_mode_and_the_next_runs_auto_share_the_prefix() -> No
     assert not [v for v in run_checks(c) if v.invariant == "cache_prefix_broken"]
     thinking = _structured_turns({"thinking": "high"})  # an ``auto`` that thinks may resolve to another mode
     assert [x.cached for x in request_costs(thinking)][2] == 0
+
+
+def _instructed_turns(ids: list[object], edit_first: bool = False) -> Cassette:
+    """Three turns of one conversation whose instructions grow each turn (the facts learned so far), contributed
+    by ``ids`` (``None``: the agent's own ``@agent.instructions``); ``edit_first`` rewrites the first prompt in place."""
+    b = CassetteBuilder(Header(scenario_id="unit/instructed"))
+    history: list[dict[str, object]] = []
+    for turn in range(3):
+        facts = "Facts learned so far:\n" + "\n".join(f"fact {k}: " + "service depends on component " * 8 for k in range(turn))
+        params = b.blob({"function_tools": [], "output_mode": "text", "allow_text_output": True,
+                         "instruction_parts": [{"content": facts, "dynamic": True, "id": i, "part_kind": "instruction"} for i in ids]})
+        if edit_first and turn == 2:
+            history[0] = {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "prompt 0 (trimmed)"}]}
+        history = history + [{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": f"prompt {turn} " * 20}]}]
+        b.cassette.exchanges.append(Exchange(seq=turn, role="main", index=turn, kind="request", model_name="function:m:",
+                                             messages=b.messages(history), parameters=params, run=turn))
+        history = history + [{"kind": "response", "parts": [{"part_kind": "text", "content": f"answer {turn}"}]}]
+    b.cassette.header.roles = {"main": "scenarios.x"}
+    return b.cassette
+
+
+def test_the_agents_own_instructions_changing_is_no_broken_prefix() -> None:
+    """Instructions that grow each turn (``@agent.instructions`` listing what was learned) lead every prompt, so
+    nothing is cached: but it is the scenario's edit of its own agent, with the history re-sent as it was, and it
+    read as the harness editing messages in place (``cache_prefix_broken`` on every uncompacted turn)."""
+    c = _instructed_turns([None])
+    assert [x.cached for x in request_costs(c)][1:] == [0, 0]  # the figures stay what the provider caches
+    assert not [v for v in run_checks(c) if v.invariant == "cache_prefix_broken"]
+    # controls: a capability's instructions changing (its id as their source) is still the harness's bust, and a
+    # history edited in place is one whatever the instructions did
+    for case in (_instructed_turns([{"source": {"id": "memory"}}]), _instructed_turns([None], edit_first=True)):
+        (v,) = [v for v in run_checks(case) if v.invariant == "cache_prefix_broken"]
+        assert v.evidence["requests"][-1] == 2, v.evidence
