@@ -290,22 +290,30 @@ class _Sent:
             n += 1
         return n
 
-    def own_instructions_only(self, a: Exchange, b: Exchange) -> bool:
-        """Whether two requests' parameters differ in nothing but the agent's own instructions: the parts with no
-        ``id`` (``instructions=``, ``@agent.instructions``; a capability's parts carry its id as their source).
+    def own_parameters_only(self, a: Exchange, b: Exchange) -> bool:
+        """Whether two requests' parameters differ in nothing but what the agent itself was given: its own
+        instructions (parts with no ``id``: ``instructions=``, ``@agent.instructions``; a capability's parts carry
+        its id as their source) and its own tools (``capability_id`` None: ``@agent.tool``, a toolset the scenario
+        passed, a ``prepare`` that offers a tool from some turn on; a capability's tools carry its id).
 
-        Instructions lead the prompt, so such a change re-sends everything uncached, but it is the scenario's
-        edit of its own agent (the facts it learned so far), not the harness's edit of the history."""
+        Instructions and tools lead the prompt, so such a change re-sends everything uncached, but it is the
+        scenario's edit of its own agent (the facts it learned so far, a checkout offered once the cart has items),
+        not the harness's edit of the history."""
         if a.parameters is None or b.parameters is None or self.parameters(a, b):
             return False
         return bool(self._without_own(a) == self._without_own(b))
 
     def _without_own(self, ex: Exchange) -> Any:
         raw, sent = self.c.blobs[ex.parameters] if ex.parameters is not None else None, self._param(ex)
-        parts, kept = raw.get("instruction_parts") if type(raw) is dict else None, sent.get("instruction_parts") if type(sent) is dict else None
-        if type(parts) is not list or type(kept) is not list or len(parts) != len(kept):
+        if type(raw) is not dict or type(sent) is not dict:
             return sent
-        return {**sent, "instruction_parts": [k for p, k in zip(parts, kept) if not (type(p) is dict and p.get("id") is None)]}
+        out = dict(sent)
+        for key, owner in (("instruction_parts", "id"), ("function_tools", "capability_id")):
+            parts, kept = raw.get(key), sent.get(key)
+            if type(parts) is list and type(kept) is list and len(parts) == len(kept):
+                # a field the slim never wrote (no such key) is nobody's: only an explicit None is the agent's own
+                out[key] = [k for p, k in zip(parts, kept) if not (type(p) is dict and owner in p and p[owner] is None)]
+        return out
 
     def _message(self, i: int) -> Any:
         found = self._messages.get(i, _NOT_LOADED_YET)
@@ -466,9 +474,9 @@ def broken_prefixes(c: Cassette, costs: Iterable[RequestCost] | None = None) -> 
             continue
         ex_prev, ex = by_key[(prev.role, prev.index)], by_key[(cost.role, cost.index)]
         last = len(ex_prev.messages) - 1
-        # The agent's own instructions changed (the scenario's edit, not the harness's): the messages alone say
-        # whether the history was edited in place; otherwise a parameter change re-sends nothing as cached.
-        own = sent.own_instructions_only(ex, ex_prev)
+        # The agent's own instructions or tools changed (the scenario's edit, not the harness's): the messages alone
+        # say whether the history was edited in place; otherwise a parameter change re-sends nothing as cached.
+        own = sent.own_parameters_only(ex, ex_prev)
         diverged = sent.shared_messages(ex_prev, ex) if own else cost.diverged_at
         edited_history = diverged < last or (
             diverged == last < len(ex.messages)

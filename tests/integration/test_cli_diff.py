@@ -226,7 +226,7 @@ def test_every_trust_scenario_replays_same_on_the_installed_version_three_times(
     for _ in range(3):
         r = cli("run", FIXTURES / "scenarios" / "trust.py", "--cassettes", FIXTURES / "harness-0.62.0", "--format", "json")
         statuses = {sid: cell["status"] for sid, cell in json.loads(r.out)["scenarios"].items()}
-        assert len(statuses) == 32 and set(statuses.values()) == {"same"}, statuses
+        assert len(statuses) == 33 and set(statuses.values()) == {"same"}, statuses
 
 
 def test_what_the_model_is_never_sent_is_not_a_change(cli) -> None:
@@ -436,6 +436,18 @@ def test_the_agents_own_growing_instructions_are_no_harness_cache_bust(cli) -> N
     own = [[p["content"] for p in c.blobs[ex.parameters]["instruction_parts"] if p.get("id") is None]
            for ex in c.exchanges if ex.role == "main" and ex.parameters is not None]
     assert len({len(x[0]) for x in own}) >= 8
+
+
+def test_the_agents_own_tool_offered_later_is_no_harness_cache_bust(cli) -> None:
+    """A checkout tool the agent's own ``prepare`` offers from the third turn on: that turn caches nothing (the tools
+    lead the prompt), but the scenario changed its own agent; cache_prefix_broken read it as the harness editing
+    messages in place (``main[2] 0/26``) on every version."""
+    for v in ("0.54.0", "0.56.0", "0.59.0", "0.60.0", "0.62.0"):
+        _clean_on(cli, v, "gated_tool")
+    c = load(FIXTURES / "harness-0.62.0/trust/gated_tool.cassette")  # the shape: the agent's own tool appears
+    offered = [[t["name"] for t in c.blobs[ex.parameters]["function_tools"] if t.get("capability_id") is None]
+               for ex in c.exchanges if ex.role == "main" and ex.parameters is not None]
+    assert offered[:3] == [[], [], ["checkout"]]
 
 
 def _clean_on(cli, version: str, name: str) -> Path:

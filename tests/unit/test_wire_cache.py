@@ -301,3 +301,35 @@ def test_the_agents_own_instructions_changing_is_no_broken_prefix() -> None:
     for case in (_instructed_turns([{"source": {"id": "memory"}}]), _instructed_turns([None], edit_first=True)):
         (v,) = [v for v in run_checks(case) if v.invariant == "cache_prefix_broken"]
         assert v.evidence["requests"][-1] == 2, v.evidence
+
+
+def _gated_turns(capability_id: object, edit_first: bool = False) -> Cassette:
+    """Three turns of one conversation; a ``checkout`` tool (from ``capability_id``, ``None``: the agent's own)
+    offered from the third on; ``edit_first`` rewrites the first prompt in place there."""
+    b = CassetteBuilder(Header(scenario_id="unit/gated"))
+    history: list[dict[str, object]] = []
+    for turn in range(3):
+        tools = [{"name": "add", "toolset_id": "<agent>", "capability_id": None}]
+        if turn == 2:
+            tools.append({"name": "checkout", "toolset_id": "<agent>" if capability_id is None else "shop", "capability_id": capability_id})
+            if edit_first:
+                history[0] = {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "prompt 0 (trimmed)"}]}
+        params = b.blob({"function_tools": tools, "output_mode": "text", "allow_text_output": True})
+        history = history + [{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": f"prompt {turn} " * 20}]}]
+        b.cassette.exchanges.append(Exchange(seq=turn, role="main", index=turn, kind="request", model_name="function:m:",
+                                             messages=b.messages(history), parameters=params, run=turn))
+        history = history + [{"kind": "response", "parts": [{"part_kind": "text", "content": f"answer {turn}"}]}]
+    b.cassette.header.roles = {"main": "scenarios.x"}
+    return b.cassette
+
+
+def test_the_agents_own_tool_offered_from_some_turn_on_is_no_broken_prefix() -> None:
+    """A ``prepare`` that offers the agent's own checkout tool once the cart has items: the tools lead the prompt,
+    nothing is cached at that turn, but the scenario changed its own agent and the history was re-sent as it was."""
+    c = _gated_turns(None)
+    assert [x.cached for x in request_costs(c)][2] == 0
+    assert not [v for v in run_checks(c) if v.invariant == "cache_prefix_broken"]
+    # controls: a capability's tool appearing is still the harness's bust, and so is a history edited in place
+    for case in (_gated_turns("shop"), _gated_turns(None, edit_first=True)):
+        (v,) = [v for v in run_checks(case) if v.invariant == "cache_prefix_broken"]
+        assert v.evidence["requests"] == [2], v.evidence
