@@ -226,7 +226,7 @@ def test_every_trust_scenario_replays_same_on_the_installed_version_three_times(
     for _ in range(3):
         r = cli("run", FIXTURES / "scenarios" / "trust.py", "--cassettes", FIXTURES / "harness-0.62.0", "--format", "json")
         statuses = {sid: cell["status"] for sid, cell in json.loads(r.out)["scenarios"].items()}
-        assert len(statuses) == 33 and set(statuses.values()) == {"same"}, statuses
+        assert len(statuses) == 34 and set(statuses.values()) == {"same"}, statuses
 
 
 def test_what_the_model_is_never_sent_is_not_a_change(cli) -> None:
@@ -448,6 +448,18 @@ def test_the_agents_own_tool_offered_later_is_no_harness_cache_bust(cli) -> None
     offered = [[t["name"] for t in c.blobs[ex.parameters]["function_tools"] if t.get("capability_id") is None]
                for ex in c.exchanges if ex.role == "main" and ex.parameters is not None]
     assert offered[:3] == [[], [], ["checkout"]]
+
+
+def test_a_warm_provider_cache_is_no_change(cli) -> None:
+    """One conversation against a real OpenAIChatModel recorded cold on each version and warm (the provider reports
+    ``cached_tokens``) on 0.62.0: the same requests and answers, but each response's ``cache_read_tokens`` and the
+    ``cost`` they lower read ``changed`` on every request after the first, also on the recording's own version."""
+    warm = FIXTURES / "warm-cache/trust/provider_cache_warm.cassette"
+    c = load(warm)  # the shape: the provider reported a cache hit on every answer
+    assert all(c.messages[ex.response]["usage"].get("cache_read_tokens") == 8 for ex in c.exchanges if ex.response is not None)
+    for v in ("0.54.0", "0.56.0", "0.59.0", "0.60.0", "0.62.0"):
+        doc = _diff_json(cli, _clean_on(cli, v, "provider_cache_warm"), warm)
+        assert not doc["changed"] and not doc["requests"], (v, doc["requests"])
 
 
 def _clean_on(cli, version: str, name: str) -> Path:

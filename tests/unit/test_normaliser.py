@@ -661,3 +661,21 @@ def test_an_observed_stream_event_is_pydantic_ais_and_grows_like_it() -> None:
                                    "delta": {"tool_name_delta": None, "args_delta": {"n": value}, "part_delta_kind": "tool_call"}})
 
     assert args(0) != args(None) != args(False)
+
+
+def test_a_usages_cache_accounting_is_the_providers_not_the_runs() -> None:
+    """The same request re-sent to a provider whose prompt cache is warm reports `cache_read_tokens` (and the lower
+    `cost` they bring): every request after the first read `changed` between two recordings of one conversation.
+    A response's usage, or one observed, leaves them out; the tokens the request and the answer took stay."""
+    n = Normaliser(schema=compile_schema(installed_schema()))
+    cold = {"kind": "response", "parts": [{"part_kind": "text", "content": "It is sunny."}],
+            "usage": {"input_tokens": 10, "output_tokens": 3, "cost": 0.0000045}}
+    warm = {**cold, "usage": {"input_tokens": 10, "output_tokens": 3, "cache_read_tokens": 8, "cost": 0.0000039}}
+    assert n.root(cold, "message") == Normaliser(schema=compile_schema(installed_schema())).root(warm, "message")
+    observed = {"input_tokens": 10, "cache_write_tokens": 0, "cache_read_tokens": 0, "output_tokens": 3, "input_audio_tokens": 0,
+                "cache_audio_read_tokens": 0, "output_audio_tokens": 0, "details": {}, "cost": 0.0000045}
+    assert Normaliser().value({"usage": observed}) == Normaliser().value({"usage": {**observed, "cache_read_tokens": 8, "cost": 0.0000039}})
+    # controls: the tokens a request or an answer took are still compared, and a user's own `cost` is the user's
+    more = {**warm, "usage": {"input_tokens": 12, "output_tokens": 3, "cache_read_tokens": 8}}
+    assert n.root(cold, "message") != Normaliser(schema=compile_schema(installed_schema())).root(more, "message")
+    assert Normaliser().value({"cost": 1.5}) != Normaliser().value({"cost": 2.5})
