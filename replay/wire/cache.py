@@ -298,7 +298,11 @@ class _Sent:
 
         Instructions and tools lead the prompt, so such a change re-sends everything uncached, but it is the
         scenario's edit of its own agent (the facts it learned so far, a checkout offered once the cart has items),
-        not the harness's edit of the history."""
+        not the harness's edit of the history.
+
+        A toolset's instructions have no ``id`` either, and up to 0.59 ``ConversationSearch`` gives its (static)
+        instructions through its toolset: a harness toolset whose instructions changed from turn to turn would be
+        taken for the agent's own here. Its tools still carry the capability's id."""
         if a.parameters is None or b.parameters is None or self.parameters(a, b):
             return False
         return bool(self._without_own(a) == self._without_own(b))
