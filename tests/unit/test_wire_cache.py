@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -270,23 +271,31 @@ def test_a_runs_kept_output_mode_and_the_next_runs_auto_share_the_prefix() -> No
     assert [x.cached for x in request_costs(thinking)][2] == 0
 
 
-def _instructed_turns(ids: list[object], edit_first: bool = False) -> Cassette:
-    """Three turns of one conversation whose instructions grow each turn (the facts learned so far), contributed
-    by ``ids`` (``None``: the agent's own ``@agent.instructions``); ``edit_first`` rewrites the first prompt in place."""
-    b = CassetteBuilder(Header(scenario_id="unit/instructed"))
+def _three_turns(name: str, params_of: Callable[[int], dict[str, object]], edit_first: bool) -> Cassette:
+    """Three turns of one conversation, each sent with ``params_of(turn)``; ``edit_first`` rewrites the first prompt
+    in place at the third."""
+    b = CassetteBuilder(Header(scenario_id=f"unit/{name}"))
     history: list[dict[str, object]] = []
     for turn in range(3):
-        facts = "Facts learned so far:\n" + "\n".join(f"fact {k}: " + "service depends on component " * 8 for k in range(turn))
-        params = b.blob({"function_tools": [], "output_mode": "text", "allow_text_output": True,
-                         "instruction_parts": [{"content": facts, "dynamic": True, "id": i, "part_kind": "instruction"} for i in ids]})
         if edit_first and turn == 2:
             history[0] = {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "prompt 0 (trimmed)"}]}
         history = history + [{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": f"prompt {turn} " * 20}]}]
         b.cassette.exchanges.append(Exchange(seq=turn, role="main", index=turn, kind="request", model_name="function:m:",
-                                             messages=b.messages(history), parameters=params, run=turn))
+                                             messages=b.messages(history), parameters=b.blob(params_of(turn)), run=turn))
         history = history + [{"kind": "response", "parts": [{"part_kind": "text", "content": f"answer {turn}"}]}]
     b.cassette.header.roles = {"main": "scenarios.x"}
     return b.cassette
+
+
+def _instructed_turns(ids: list[object], edit_first: bool = False) -> Cassette:
+    """Instructions that grow each turn (the facts learned so far), contributed by ``ids`` (``None``: the agent's
+    own ``@agent.instructions``)."""
+    def params(turn: int) -> dict[str, object]:
+        facts = "Facts learned so far:\n" + "\n".join(f"fact {k}: " + "service depends on component " * 8 for k in range(turn))
+        return {"function_tools": [], "output_mode": "text", "allow_text_output": True,
+                "instruction_parts": [{"content": facts, "dynamic": True, "id": i, "part_kind": "instruction"} for i in ids]}
+
+    return _three_turns("instructed", params, edit_first)
 
 
 def test_the_agents_own_instructions_changing_is_no_broken_prefix() -> None:
@@ -304,23 +313,14 @@ def test_the_agents_own_instructions_changing_is_no_broken_prefix() -> None:
 
 
 def _gated_turns(capability_id: object, edit_first: bool = False) -> Cassette:
-    """Three turns of one conversation; a ``checkout`` tool (from ``capability_id``, ``None``: the agent's own)
-    offered from the third on; ``edit_first`` rewrites the first prompt in place there."""
-    b = CassetteBuilder(Header(scenario_id="unit/gated"))
-    history: list[dict[str, object]] = []
-    for turn in range(3):
+    """A ``checkout`` tool (from ``capability_id``, ``None``: the agent's own) offered from the third turn on."""
+    def params(turn: int) -> dict[str, object]:
         tools = [{"name": "add", "toolset_id": "<agent>", "capability_id": None}]
         if turn == 2:
             tools.append({"name": "checkout", "toolset_id": "<agent>" if capability_id is None else "shop", "capability_id": capability_id})
-            if edit_first:
-                history[0] = {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "prompt 0 (trimmed)"}]}
-        params = b.blob({"function_tools": tools, "output_mode": "text", "allow_text_output": True})
-        history = history + [{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": f"prompt {turn} " * 20}]}]
-        b.cassette.exchanges.append(Exchange(seq=turn, role="main", index=turn, kind="request", model_name="function:m:",
-                                             messages=b.messages(history), parameters=params, run=turn))
-        history = history + [{"kind": "response", "parts": [{"part_kind": "text", "content": f"answer {turn}"}]}]
-    b.cassette.header.roles = {"main": "scenarios.x"}
-    return b.cassette
+        return {"function_tools": tools, "output_mode": "text", "allow_text_output": True}
+
+    return _three_turns("gated", params, edit_first)
 
 
 def test_the_agents_own_tool_offered_from_some_turn_on_is_no_broken_prefix() -> None:
