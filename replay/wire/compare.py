@@ -19,17 +19,7 @@ from typing import Any, Literal
 import msgpack
 
 from ..cassette import Cassette, Exchange
-from ..normaliser import (
-    _GENERATED_ID,
-    _PROCESS_ID,
-    _TEMP_NAME,
-    SECRET_PLACEHOLDER,
-    VOLATILE_KEYS,
-    Rules,
-    has_process_id,
-    without_addresses,
-)
-from ..scenario import stable_names_in
+from ..normaliser import _GENERATED_ID, VOLATILE_KEYS, Aliases, Rules, workspace_roots
 from .store import request_body
 
 _WIRE_ID = _GENERATED_ID  # one shape for both levels: they drifted apart (the message level missed Ollama's ids)
@@ -79,11 +69,16 @@ def _short(value: Any, width: int) -> str:
 
 
 class _Aliases:
-    def __init__(self) -> None:
+    """One side's aliases. A text sent is aliased by the message-level normaliser's own :class:`Aliases`
+    (secrets, object addresses, scenario module hashes, process ids, temp names, the workspace roots the
+    cassette's runs worked in, uuids), so the wire never tells apart what the messages hold alike: it kept
+    its own copy of that list, without the workspace roots and uuids, and a coder agent in a fresh
+    ``LocalWorkspace`` (a refused path quoted back with the root) read ``changed`` at the wire on every
+    replay, on the recording's own version, where the messages read the same."""
+
+    def __init__(self, workspaces: tuple[str, ...] = ()) -> None:
         self.ids: dict[str, str] = {}
-        self.secrets: dict[str, str] = {}
-        self.temps: dict[str, str] = {}
-        self.pids: dict[str, str] = {}
+        self.texts = Aliases(workspaces=workspaces)
 
     def value(self, value: Any, ignore: frozenset[str]) -> Any:
         if isinstance(value, dict):
@@ -93,13 +88,7 @@ class _Aliases:
         if isinstance(value, str):
             if _WIRE_ID.match(value):
                 return self.ids.setdefault(value, f"<id#{len(self.ids) + 1}>")
-            if "<secret:" in value:  # as the message-level normaliser: the scrubber's label is a guess
-                value = SECRET_PLACEHOLDER.sub(lambda m: self.secrets.setdefault(m.group(0), f"<secret#{len(self.secrets) + 1}>"), value)
-            value = stable_names_in(without_addresses(value))  # an object's address, a scenario module's hash (as the normaliser)
-            if has_process_id(value):  # a process id the Shell tool quotes (as the normaliser)
-                value = _PROCESS_ID.sub(lambda m: self.pids.setdefault(m.group(0), f"<pid#{len(self.pids) + 1}>"), value)
-            if "tmp" in value:  # a folder tempfile named (as the normaliser)
-                value = _TEMP_NAME.sub(lambda m: self.temps.setdefault(m.group(0), f"<tmp#{len(self.temps) + 1}>"), value)
+            value = self.texts.text(value)
             if value[:1] in ("{", "[") and value[-1:] in ("}", "]"):
                 return _canonical_json(value)
         return value
@@ -275,7 +264,7 @@ class NormalBodies:
 
     def __init__(self, cassette: Cassette, rules: Rules = Rules()) -> None:
         self.cassette, self.ignore = cassette, rules.keys
-        self.aliases = _Aliases()
+        self.aliases = _Aliases(workspace_roots(cassette))
         self.calls = {(ex.role, ex.index): ex for ex in cassette.exchanges if ex.wire}
 
     def of(self, role: str, index: int) -> list[tuple[str, str, Any]]:
@@ -309,7 +298,7 @@ def compare(
     ``paired``: A's call (role, index) → B's index, as the message-level diff paired them where a role
     holds concurrent conversations (each side's calls in its own arrival order); else by ordinal."""
     changes: list[WireChange] = []
-    alias_a, alias_b = _Aliases(), _Aliases()
+    alias_a, alias_b = _Aliases(workspace_roots(a)), _Aliases(workspace_roots(b))
     ignore = rules.keys
     roles_b = b.by_role()
     for role, xs in a.by_role().items():

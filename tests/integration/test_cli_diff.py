@@ -189,6 +189,31 @@ def test_kept_output_mode_is_what_the_provider_was_sent_alike(cli) -> None:
     assert _check_json(cli, new) == [] and _check_json(cli, old) == []
 
 
+def test_the_workspace_root_a_provider_is_sent_is_not_a_wire_change(cli) -> None:
+    """A real OpenAIChatModel in a fresh LocalWorkspace (tests/fake_openai.py), recorded on 0.54, 0.56, 0.59, 0.60
+    and 0.62: the refusal of ``../outside.txt`` sends the provider the root's absolute path, a new temp dir in
+    every run. The wire read it as ``messages[2].content`` changed on requests 1-3 where the messages read the
+    same: 0.60 against 0.62 was ``changed`` by it alone, and every replay on the recording's own version too."""
+    from replay.wire.store import request_body
+
+    wire = lambda v: FIXTURES / f"harness-{v}/wire_trust/workspace.cassette"  # noqa: E731
+    roots = {json.dumps(request_body(load(wire(v)), load(wire(v)).exchanges[1].wire[0])).split("project root `")[1][:30]
+             for v in (*VERSIONS, "0.60.0")}
+    assert len(roots) == 5  # the fixtures do name five different roots
+    for v in (*VERSIONS, "0.60.0"):
+        doc = _diff_json(cli, wire(v), wire("0.62.0"))
+        assert "replay-wire-ws-" not in json.dumps(doc["wire"]), (v, doc["wire"])
+        assert _check_json(cli, wire(v)) == [], v
+    assert _diff_json(cli, wire("0.60.0"), wire("0.62.0"))["status"] == "same"
+    # control: what did change between the versions is still read (0.59's refusal was a retry prompt, and
+    # FileSystem's tool descriptions were rewritten)
+    paths = {w["path"] for w in _diff_json(cli, wire("0.59.0"), wire("0.62.0"))["wire"]}
+    assert "messages[2].content" in paths and "tools[7].function.description" in paths
+    r = cli("run", FIXTURES / "scenarios" / "wire_trust.py", "--cassettes", FIXTURES / "harness-0.62.0", "--format", "json")
+    assert {sid: cell["status"] for sid, cell in json.loads(r.out)["scenarios"].items()} == {
+        "wire_trust/structured_turns": "same", "wire_trust/workspace": "same"}, r.out
+
+
 def test_sub_agents_are_roles_of_their_own_and_the_same_on_every_version(cli) -> None:
     """SubAgents: each delegate's requests are tagged with its agent's name, on every version."""
     for old in VERSIONS:

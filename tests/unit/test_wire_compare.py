@@ -12,8 +12,11 @@ from replay.wire.compare import compare
 from replay.wire.store import request_body, to_records
 
 
-def cassette(*bodies: dict[str, Any]) -> Any:
+def cassette(*bodies: dict[str, Any], workspace: str | None = None) -> Any:
     b = CassetteBuilder()
+    if workspace is not None:  # a response of a run that worked there (``ModelResponse.workspace_ref``)
+        b.message({"kind": "response", "parts": [{"part_kind": "text", "content": "ok"}],
+                   "workspace_ref": {"kind": "local", "id": workspace}})
     for i, body in enumerate(bodies):
         ex = Exchange(seq=i, role="main", index=i, kind="request")
         http = HttpExchange("POST", "http://127.0.0.1:5555/v1/chat/completions", {}, json.dumps(body).encode(), 200)
@@ -198,6 +201,28 @@ def test_a_scenario_modules_hash_in_what_the_provider_is_sent_is_not_a_change() 
 def test_a_process_id_the_shell_tool_quotes_in_what_the_provider_is_sent_is_not_a_change() -> None:
     ret = lambda pid: {"role": "tool", "tool_call_id": "c1", "content": f"PID: {pid} (supervisor; use `kill -- -{pid}`)"}  # noqa: E731
     assert compare(cassette(chat(USER, ret(30177))), cassette(chat(USER, ret(30490)))) == []
+
+
+def test_the_workspace_root_and_a_uuid_in_what_the_provider_is_sent_are_not_changes() -> None:
+    """A file tool refusing a path names the run's workspace root, a fresh temp dir in every run; the messages
+    alias it (``<workspace#1>``), so the wire must too (it read ``changed`` on the recording's own version).
+    Likewise a uuid the messages alias (one not made by ``uuid4``, which a session seeds)."""
+    refused = lambda root: {"role": "tool", "tool_call_id": "c1", "content": f"`/tmp/outside.txt` is outside the project root `{root}`"}  # noqa: E731
+    a = cassette(chat(USER, refused("/tmp/replay-ws-5b2r9rwm")), workspace="/tmp/replay-ws-5b2r9rwm")
+    b = cassette(chat(USER, refused("/tmp/replay-ws-4iscr1xh")), workspace="/tmp/replay-ws-4iscr1xh")
+    assert compare(a, b) == []
+    # controls: the same texts without the runs' workspaces are a change; another refusal is one too
+    bare = [cassette(chat(USER, refused(f"/tmp/replay-ws-{x}"))) for x in ("5b2r9rwm", "4iscr1xh")]
+    assert [x.path for x in compare(*bare)] == ["messages[1].content"]
+    other = cassette(chat(USER, {**refused("/tmp/replay-ws-4iscr1xh"), "content": "`/etc/passwd` is outside the project root "
+                                 "`/tmp/replay-ws-4iscr1xh`"}), workspace="/tmp/replay-ws-4iscr1xh")
+    assert [x.path for x in compare(a, other)] == ["messages[1].content"]
+    ticket = lambda u: {"role": "tool", "tool_call_id": "c1", "content": f"created ticket {u}"}  # noqa: E731
+    assert compare(cassette(chat(USER, ticket("6f1c7c52-34b2-11f1-9a3c-0242ac120002"))),
+                   cassette(chat(USER, ticket("7a0e1d3e-34b2-11f1-9a3c-0242ac120002")))) == []
+    twice = cassette(chat(USER, ticket("6f1c7c52-34b2-11f1-9a3c-0242ac120002 and 6f1c7c52-34b2-11f1-9a3c-0242ac120002")))
+    assert [x.path for x in compare(twice, cassette(chat(USER, ticket(
+        "6f1c7c52-34b2-11f1-9a3c-0242ac120002 and 7a0e1d3e-34b2-11f1-9a3c-0242ac120002"))))] == ["messages[1].content"]
 
 
 def test_true_sent_as_one_is_a_change() -> None:
