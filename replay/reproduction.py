@@ -299,6 +299,44 @@ def _scenarios(req: Request, found: dict[str, Any], checked: dict[str, list[dict
     return {"env": found["env"], "scenarios": scenarios}
 
 
+def _restate_interleaved(first: dict[str, Any], later: dict[str, Any], limits: Limits = DEFAULT_LIMITS) -> None:
+    """Give ``later``'s violations trial 1's wording where they are trial 1's violations of the same run.
+
+    Concurrent conversations of one role (``asyncio.gather``) arrive in the order their answers take,
+    and a check names a request by its arrival (``main[0]``): three conversations that each lose the
+    same messages read ``content_lost main[0]: … yA9`` in one trial and ``main[0]: … xA9`` in the next,
+    and the report called trials DIFFERENT (exit 1) whose normalised cassettes were byte-identical and
+    whose violations were the same, conversation by conversation. Where the normalised cassettes are
+    equal, a role ran concurrently, each role has as many violations of each check, and the violations
+    graded against trial 1's (as ``replay diff`` pairs them, by conversation, a growth's figures by the
+    request they belong to) are all unchanged, ``later`` holds trial 1's list. Any other difference
+    stays: a sequential scenario whose violations moved is a real non-determinism, and so is a
+    normalised cassette that differs (requests that swapped places are said as such)."""
+    from ._conversations import paired_ordinals
+    from .invariants import compare_cassettes
+
+    for sid, x in first.items():
+        y = later.get(sid)
+        if not y or x.get("violations") == y.get("violations") or not x.get("normalised") or x.get("normalised") != y.get("normalised"):
+            continue
+        if any(v.get("invariant") == "check" for v in [*(x.get("violations") or ()), *(y.get("violations") or ())]):
+            continue  # a check that could not run is no violation to pair
+        try:
+            a, b = load(x["path"], limits), load(y["path"], limits)
+        except (CassetteError, KeyError, OSError):
+            continue
+        if not paired_ordinals(a, b) or _kinds(x["violations"]) != _kinds(y["violations"]):
+            continue
+        graded = compare_cassettes(a, b)
+        if not graded.failures and all(c.status == "unchanged" for c in graded.violations):
+            y["violations"] = x["violations"]
+
+
+def _kinds(violations: Sequence[dict[str, Any]]) -> Counter[tuple[str, str]]:
+    """How many violations of each check each role has: what a request's name cannot change."""
+    return Counter((str(v.get("invariant")), str(v.get("role"))) for v in violations)
+
+
 def _verdict(scenarios: dict[str, Any]) -> str:
     """Digest of one trial's verdict on one version: every normalised result cassette and its violations."""
     body = {sid: {"cassette": e.get("normalised"), "violations": e.get("violations"), "error": e.get("error")} for sid, e in scenarios.items()}
@@ -338,6 +376,8 @@ def build(req: Request, progress: Callable[[dict[str, int]], mx.Progress] = mx.m
     versions = []
     for v in req.versions:
         per_trial = [run[v.spec] for run in runs]
+        for later in per_trial[1:]:
+            _restate_interleaved(per_trial[0]["scenarios"], later["scenarios"], req.limits)
         env = per_trial[0]["env"]
         freeze = list(env.get("freeze") or [])
         digests = [_verdict(t["scenarios"]) for t in per_trial]

@@ -313,3 +313,66 @@ def test_cassette_text_cannot_add_markdown_to_the_report() -> None:
     links = re.findall(r"(?<!\\)\[[^\]\n]*(?<!\\)\][(\[]", md)
     assert not links, links
     assert "evil.example" in md and "x main[0]: [a\\][b] &lt;img src=x&gt;" in md  # still shown, as text
+
+
+TRIALS = ROOT / "tests" / "fixtures" / "report-trials"
+
+
+def _concurrent_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: dict | None = None) -> dict:
+    """Two real trials per version of trust/concurrent_compaction (three conversations compacted at once), whose
+    requests arrived in another order, each version's violations found by this tool's own ``replay check``."""
+    import shutil
+    import sys
+
+    from replay.matrix._envs import parse_versions
+
+    sid = "trust/concurrent_compaction"
+
+    def run_matrix(targets: dict[str, str], versions: list, *, opts: rp.mx.RunOptions, **_: object) -> dict:
+        trial = opts.out.name  # trial-K
+        for v in versions:
+            (opts.out / v.label / sid).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(TRIALS / v.label / trial / f"{sid}.cassette", (opts.out / v.label / sid).with_suffix(".cassette"))
+        return {"versions": [{"spec": v.spec, "path": str(tmp_path / "envs" / v.label)} for v in versions],
+                "scenarios": {sid: {v.spec: {"status": "same", "result": "r"} for v in versions}}}
+
+    real_check = rp._check_in_env
+
+    def check(python: Path, paths: list[Path], cwd: Path) -> dict:
+        found = real_check(Path(sys.executable), paths, cwd)
+        for p in paths:
+            if extra and "trial-2" in str(p):
+                found.setdefault(str(p), []).append(dict(extra))
+        return found
+
+    monkeypatch.setattr(rp.mx, "run_matrix", run_matrix)
+    monkeypatch.setattr(rp, "_check_in_env", check)
+    subject = rp.Subject(sid, ROOT / "tests" / "fixtures" / "scenarios" / "trust.py", [])
+    req = rp.Request(subject=subject, targets={sid: sid}, versions=parse_versions(["0.60.0", "0.62.0"]), trials=2,
+                     cassettes=ROOT / "tests" / "fixtures" / "harness-0.62.0", work=tmp_path / "work", cwd=ROOT)
+    return rp.build(req)
+
+
+def test_trials_of_concurrent_conversations_that_arrived_in_another_order_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three conversations losing the same messages: trial 1 names y's request main[0], trial 2 x's (0.62.0) or
+    z's second (0.60.0); the normalised cassettes are byte-identical. The report said 'DIFFERENT: 1 of 2 match
+    trial 1; first difference trust/concurrent_compaction: violations' and exited 1."""
+    sid = "trust/concurrent_compaction"
+    from replay.invariants import run_checks
+
+    lost = {v: [[x.evidence["lost"][0] for x in run_checks(load(TRIALS / v / t / f"{sid}.cassette"))]
+                for t in ("trial-1", "trial-2")] for v in ("0.60.0", "0.62.0")}
+    assert lost == {"0.60.0": [["yA9", "xA9", "zA9"], ["yA9", "zA9", "xA9"]], "0.62.0": [["yA9", "xA9", "zA9"], ["xA9", "zA9", "yA9"]]}
+    report = _concurrent_report(tmp_path, monkeypatch)
+    for v in report["versions"]:
+        assert v["identical"] and v["first_difference"] is None, (v["spec"], v["first_difference"])
+        assert [x["evidence"]["lost"][0] for x in v["scenarios"][sid]["violations"]] == ["yA9", "xA9", "zA9"]  # trial 1's, as found
+    assert rp.render_markdown(report).count("2 of 2 byte-identical") == 2
+
+
+def test_trials_of_concurrent_conversations_with_another_violation_still_differ(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Control: the same two trials, the second with one more violation than the first, are DIFFERENT."""
+    extra = {"invariant": "empty_summary", "role": "summarizing_compaction", "index": 1, "message": "empty", "evidence": {}}
+    report = _concurrent_report(tmp_path, monkeypatch, extra)
+    for v in report["versions"]:
+        assert not v["identical"] and v["first_difference"] == "trust/concurrent_compaction: violations", v["spec"]
