@@ -1506,3 +1506,50 @@ def test_rewrite_interrupted_or_killed_keeps_the_cassette(agent_test: pytest.Pyt
     # killed while the test runs: the test is set up and never finishes
     _pytest_cassette.TestCassette("test_int.py::test_prompt", path, "rewrite")
     assert path.read_bytes() == before
+
+
+WORKSPACE_TEST = """
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from pydantic_ai import Agent
+from pydantic_ai.capabilities import LocalWorkspace
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+from pydantic_ai_harness import FileSystem
+
+
+@pytest.mark.replay
+def test_coder():
+    root = Path(tempfile.mkdtemp(prefix="replay-pt-ws-"))
+    try:
+        (root / "app.py").write_text("x = 1\\n")
+        model = OpenAIChatModel("gpt-4o-mini", provider=OpenAIProvider(base_url=os.environ["OPENAI_BASE_URL"], api_key="k"))
+        assert Agent(model, capabilities=[LocalWorkspace(root), FileSystem()]).run_sync("Look.").output == "looked"
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+"""
+
+
+def test_a_provider_test_in_a_fresh_workspace_replays_as_passed(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real OpenAIChatModel in a LocalWorkspace on a fresh temp dir: FileSystem's refusal of ../outside.txt sends
+    the provider the root's path, a new one in every run. The test failed on its own version with
+    'main[1] wire: messages[2].content: … /tmp/replay-pt-ws-qlb46nmp … → … /tmp/replay-pt-ws-li475hdb …'
+    where the messages were the same, as ``replay run`` read it ``changed``."""
+    from fake_openai import FakeOpenAI, Reply
+
+    pytester.makepyfile(test_ws=WORKSPACE_TEST)
+    with FakeOpenAI([Reply.tool_call("read_file", {"path": "../outside.txt"}, id="call_w0"), Reply.text("looked")]) as server:
+        recorded = run(pytester, monkeypatch, CI="false", OPENAI_BASE_URL=server.base_url)
+    recorded.assert_outcomes(passed=1)
+    replayed = run(pytester, monkeypatch, CI="true", OPENAI_BASE_URL="http://127.0.0.1:9/v1")
+    replayed.assert_outcomes(passed=1)
+    assert "cassettes 0 recorded, 1 replayed, 0 changed" in output(replayed)
+    # control: what the test itself changed is still a change at the wire
+    (pytester.path / "test_ws.py").write_text(WORKSPACE_TEST.replace("Look.", "Look again."))
+    changed = run(pytester, monkeypatch, CI="true", OPENAI_BASE_URL="http://127.0.0.1:9/v1")
+    changed.assert_outcomes(failed=1)
+    assert "main[0] wire: messages[0].content: Look. → Look again." in output(changed)
