@@ -1296,18 +1296,39 @@ class _Windows:
         self.concurrent = interleaved_roles(c)
         self.predecessors = Predecessors(c) if self.concurrent else None
         self.last: dict[str, Exchange] = {}
+        self.own_last: dict[int, int] = {}
+        """Each agent run's latest request so far (seq), for :meth:`_own_earlier`."""
 
     def of(self, role: str, v: _View) -> list[Exchange]:
         ex = v.exchange
         before = self.last.get(role)
         self.last[role] = ex
         if self.predecessors is None or role not in self.concurrent:
-            return self.ix.window(before.seq if before is not None else -1, ex.seq)
+            found = self.ix.window(before.seq if before is not None else -1, ex.seq)
+            return self._own_earlier(ex, before) + found if before is not None and ex.run is not None else found
         prev = self.predecessors.continued(ex)  # a conversation's first request: since the start, its run's calls only
         runs = self.c.runs
         return [
             e for e in self.ix.window(prev.seq if prev is not None else -1, ex.seq)
             if e.run is None or not 0 <= e.run < len(runs) or runs[e.run].parent in (None, ex.run)
+        ]
+
+
+    def _own_earlier(self, ex: Exchange, before: Exchange) -> list[Exchange]:
+        """Compaction calls made inside ``ex``'s own agent run (a run's ``parent``) before the role's previous
+        request, and after this run's own previous request: runs of one agent started together whose
+        summarizers all answered before the first of them reached the model (``asyncio.gather`` over three
+        conversations, each compacted once) do not interleave, so the role keeps one window per request, and
+        the second and third requests' windows, since the first, held none of their own summarizer calls:
+        their losses went unflagged, and whether they were flagged hung on the order the answers took."""
+        runs, run = self.c.runs, ex.run
+        if run is None or not 0 <= run < len(runs):
+            return []
+        own = self.own_last.get(run, -1)
+        self.own_last[run] = ex.seq
+        return [
+            e for e in self.ix.window(own, min(before.seq, ex.seq))
+            if e.run is not None and 0 <= e.run < len(runs) and runs[e.run].parent == run
         ]
 
 

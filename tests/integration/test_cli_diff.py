@@ -232,6 +232,28 @@ def test_concurrent_runs_of_one_agent_are_checked_as_separate_conversations(cli)
         assert not _diff_json(cli, cassette, FIXTURES / "harness-0.62.0/trust/concurrent.cassette")["changed"]
 
 
+def test_concurrent_conversations_arriving_in_order_each_find_their_own_summarizer(cli) -> None:
+    """Three conversations compacted at once, every summarizer asked before the first main request and the main
+    requests arriving in the order the runs started (s0 s1 s2 m0 m1 m2): the role does not interleave, and each
+    request's window since the role's previous request held none of its own summarizer calls. Only x's loss was
+    found on every version (0.54: x's whole loss, y's and z's U11 alone); whether y's and z's were found hung
+    on the order the answers took (trust/concurrent_compaction, interleaved, found all three)."""
+    for v in (*VERSIONS, "0.60.0"):
+        cassette = FIXTURES / f"harness-{v}/trust/concurrent_compaction_in_order.cassette"
+        c = load(cassette)
+        assert [(ex.role, ex.index) for ex in sorted(c.exchanges, key=lambda e: e.seq)] == [
+            ("summarizing_compaction", 0), ("summarizing_compaction", 1), ("summarizing_compaction", 2),
+            ("main", 0), ("main", 1), ("main", 2)], v  # the fixtures hold the order that hid two losses
+        found = {(x["index"], tuple(x["evidence"]["lost"])) for x in _check_json(cli, cassette) if x["invariant"] == "content_lost"}
+        tail = ("U11",) if v == "0.54.0" else ()  # 0.54 loses the run's own prompt too (seed 001)
+        assert found == {(i, tuple(f"{n}{m}" for m in ("A9", "U10", "A10", *tail))) for i, n in enumerate("xyz")}, (v, found)
+        # control: the interleaved recording of the same case finds the same three losses
+        if v == "0.60.0":
+            continue  # trust/concurrent_compaction was not recorded on 0.60
+        interleaved = _check_json(cli, FIXTURES / f"harness-{v}/trust/concurrent_compaction.cassette")
+        assert sorted(x["evidence"]["lost"][0] for x in interleaved if x["invariant"] == "content_lost") == ["xA9", "yA9", "zA9"], v
+
+
 def test_parallel_delegations_pair_by_conversation(cli) -> None:
     """Three delegations to one SubAgents delegate at once, two of them answering together: each version
     recorded them in another interleaving; the diff pairs requests by conversation and turn, not by arrival."""
@@ -251,7 +273,7 @@ def test_every_trust_scenario_replays_same_on_the_installed_version_three_times(
     for _ in range(3):
         r = cli("run", FIXTURES / "scenarios" / "trust.py", "--cassettes", FIXTURES / "harness-0.62.0", "--format", "json")
         statuses = {sid: cell["status"] for sid, cell in json.loads(r.out)["scenarios"].items()}
-        assert len(statuses) == 34 and set(statuses.values()) == {"same"}, statuses
+        assert len(statuses) == 35 and set(statuses.values()) == {"same"}, statuses
 
 
 def test_what_the_model_is_never_sent_is_not_a_change(cli) -> None:
