@@ -859,6 +859,7 @@ class _Index:
         compactions = [e for e in c.exchanges if _is_compaction(c, e)]
         self.compactions = sorted(compactions, key=lambda e: e.seq)
         self.compaction_seqs = [e.seq for e in self.compactions]
+        self._inside: dict[int, tuple[list[Exchange], list[int]]] | None = None
         self.response_ids = {i for i, m in enumerate(c.messages) if m.get("kind") == "response"}
 
     def release(self) -> None:
@@ -1003,13 +1004,26 @@ class _Index:
 
     def window(self, after_seq: int, before_seq: int) -> list[Exchange]:
         """Compaction calls between two main requests whose answer reached the harness (no error)."""
-        lo = bisect_left(self.compaction_seqs, after_seq + 1)
-        hi = bisect_left(self.compaction_seqs, before_seq)
-        return [
-            e
-            for e in self.compactions[lo:hi]
-            if e.error is None and e.response is not None and not _run_failed(self.c, e)
-        ]
+        return self.answered(self.compactions, self.compaction_seqs, after_seq, before_seq)
+
+    def answered(self, calls: list[Exchange], seqs: list[int], after_seq: int, before_seq: int) -> list[Exchange]:
+        """Those of ``calls`` (in ``seq`` order, ``seqs`` theirs) strictly between two seqs whose answer reached
+        the harness: a bisection, so a long conversation's requests each pay for their own window only."""
+        lo = bisect_left(seqs, after_seq + 1)
+        hi = bisect_left(seqs, before_seq)
+        return [e for e in calls[lo:hi] if e.error is None and e.response is not None and not _run_failed(self.c, e)]
+
+    def calls_inside(self) -> dict[int, tuple[list[Exchange], list[int]]]:
+        """Each agent run's compaction calls made inside it (their run's ``parent``), in ``seq`` order."""
+        if self._inside is None:
+            runs = self.c.runs
+            by_parent: dict[int, list[Exchange]] = {}
+            for e in self.compactions:
+                parent = runs[e.run].parent if e.run is not None and 0 <= e.run < len(runs) else None
+                if parent is not None:
+                    by_parent.setdefault(parent, []).append(e)
+            self._inside = {p: (calls, [e.seq for e in calls]) for p, calls in by_parent.items()}
+        return self._inside
 
     def compacted(self, v: _View, window: bool) -> bool:
         """Whether a compaction shaped this request: it carries a summary, it lacks earlier responses, or a
@@ -1321,15 +1335,15 @@ class _Windows:
         conversations, each compacted once) do not interleave, so the role keeps one window per request, and
         the second and third requests' windows, since the first, held none of their own summarizer calls:
         their losses went unflagged, and whether they were flagged hung on the order the answers took."""
-        runs, run = self.c.runs, ex.run
-        if run is None or not 0 <= run < len(runs):
+        run = ex.run
+        if run is None or not 0 <= run < len(self.c.runs):
             return []
         own = self.own_last.get(run, -1)
         self.own_last[run] = ex.seq
-        return [
-            e for e in self.ix.window(own, min(before.seq, ex.seq))
-            if e.run is not None and 0 <= e.run < len(runs) and runs[e.run].parent == run
-        ]
+        inside = self.ix.calls_inside().get(run)
+        # bisected among this run's own calls: a run's first request (``own`` -1) scanned every call since the
+        # start, once per run, and a 10,000-request recording of one run per turn took 7.7 s instead of 1 s
+        return [] if inside is None else self.ix.answered(*inside, own, min(before.seq, ex.seq))
 
 
 @register("compaction_grew_request")
