@@ -1142,3 +1142,44 @@ def test_counting_by_hand_is_the_harness_ruler() -> None:
     assert multi, "the check needs messages of several parts"
     for m in texts:
         assert invariants.estimate(load_messages([m]) * 4) == _hand_chars(m), m
+
+
+def _run_per_turn(turns: int) -> Cassette:
+    """``turns`` agent runs of one conversation, each with a summarizer call inside it (its run's parent) before its
+    one main request: what a long chat compacted every turn looks like to the checks."""
+    b = CassetteBuilder(Header(scenario_id="unit/run_per_turn"))
+    c = b.cassette
+    c.header.roles = {"main": "scenarios.x", "summarizing_compaction": "pydantic_ai_harness.compaction"}
+    history: list[dict[str, Any]] = []
+    for t in range(turns):
+        main_run, summary_run = 2 * t, 2 * t + 1
+        c.runs += [AgentRunRecord(role="main"), AgentRunRecord(role="summarizing_compaction", parent=main_run)]
+        ask = {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": f"Summarize turn {t}."}]}
+        said = b.message({"kind": "response", "parts": [{"part_kind": "text", "content": f"Summary {t}."}]})
+        c.exchanges.append(Exchange(seq=2 * t, role="summarizing_compaction", index=t, kind="request",
+                                    messages=b.messages([ask]), response=said, run=summary_run))
+        history = [*history, {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": f"question {t}"}]}]
+        answer = {"kind": "response", "parts": [{"part_kind": "text", "content": f"answer {t}"}]}
+        c.exchanges.append(Exchange(seq=2 * t + 1, role="main", index=t, kind="request", messages=b.messages(history),
+                                    response=b.message(answer), run=main_run))
+        history.append(answer)
+    return c
+
+
+def test_each_request_reads_the_compaction_calls_near_it_not_all_before_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Work counted, not timed: every compaction call a check weighs for a main request is asked whether its run
+    failed. With one agent run per turn, a request's own earlier summarizer calls were once looked for among every
+    call since the start (quadratic: bench line 9 read 5.77x for 4x the requests); each is now found among its own
+    run's calls."""
+    counted = 0
+    real = invariants._run_failed
+
+    def counting(c: Cassette, ex: Exchange) -> bool:
+        nonlocal counted
+        counted += 1
+        return real(c, ex)
+
+    monkeypatch.setattr(invariants, "_run_failed", counting)
+    turns = 150
+    run_checks(_run_per_turn(turns))
+    assert 0 < counted <= 10 * turns, counted  # ≈ 3 a turn; every call before each request: ≈ turns² / 2
