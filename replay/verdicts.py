@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .cassette import Cassette
-from .invariants import Violation, dangling_calls, register
+from .invariants import Violation, register
+from .invariants._tool_calls import dangling_calls
 
 Message = dict[str, Any]
 
@@ -91,7 +92,7 @@ def answered_again(messages: list[Message]) -> list[tuple[int, dict[str, Any]]]:
     message before). ``is_provider_valid`` fails it on purpose ("no orphans, duplicates, or out-of-order
     returns").
     """
-    from .invariants import _hashable
+    from .invariants._messages import _hashable
 
     pending: dict[Any, list[int]] = {}
     out: list[tuple[int, dict[str, Any]]] = []

@@ -23,6 +23,7 @@ from replay import _facts, invariants
 from replay._pipeline import compare_files
 from replay.cassette import Cassette, iter_cassettes, load
 from replay.differ import diff
+from replay.invariants import _history, _messages
 from replay.reporter import report_json
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -231,7 +232,7 @@ _MESSAGE = st.fixed_dictionaries({"kind": st.sampled_from(["request", "response"
 @given(_MESSAGE)
 def test_words_are_the_tokens_and_needles_of_a_message(message: dict[str, Any]) -> None:
     """``_words`` tokenises each part once for both: it must give exactly what the two functions give."""
-    assert invariants._words(message) == (invariants._tokens(message), invariants._needles(message))
+    assert _messages._words(message) == (_messages._tokens(message), _messages._needles(message))
 
 
 _STAMP = st.sampled_from(["2026-12-01T05:17:03.729807Z", "2026-12-02T06:18:04.123456Z", "not a stamp"])
@@ -262,7 +263,7 @@ def test_normalised_messages_shared_by_content_are_what_each_side_gives_alone(
     a, b = Cassette(messages=a_messages), Cassette(messages=b_messages)
     with _facts.shared() as facts:
         shared = [normalise(a, schema=schema_for(a, b)), normalise(b, schema=schema_for(b, a))]
-        norms = [invariants._Index(a).norm, invariants._Index(b).norm]
+        norms = [_history._Index(a).norm, _history._Index(b).norm]
     alone = [normalise(a, schema=schema_for(a, b)), normalise(b, schema=schema_for(b, a))]
     assert [(n.messages, n.message_digests) for n in shared] == [(n.messages, n.message_digests) for n in alone]
     for c, norm in zip((a, b), norms, strict=True):
@@ -296,7 +297,7 @@ def _bare_facts(m: dict[str, Any]) -> dict[str, Any]:
         loaded = load_messages([m])
     except Exception:
         loaded = None
-    chars = invariants._full_chars(m, loaded) if invariants._additive(m) else None  # the full computation, no one pass
+    chars = _messages._full_chars(m, loaded) if _messages._additive(m) else None  # the full computation, no one pass
     return {"chars": chars, _SIZE: _estimate_one(m), "loadable": loaded is not None}
 
 
@@ -367,7 +368,7 @@ def test_one_pass_facts_equal_the_full_computation_on_every_recording(monkeypatc
     from replay.recorder import load_messages
     from replay.wire import cache
 
-    for one in (invariants._ONE_PASS, cache._ONE_PASS):
+    for one in (_messages._ONE_PASS, cache._ONE_PASS):
         monkeypatch.setattr(one, "checked", one.VERIFY)
         monkeypatch.setattr(one, "ok", True)
     seen = 0
@@ -378,10 +379,10 @@ def test_one_pass_facts_equal_the_full_computation_on_every_recording(monkeypatc
             except Exception:
                 continue
             assert cache._size(m, loaded) == cache._estimate_one(m), (path, m)
-            if invariants._additive(m):
-                assert invariants._message_chars(m, loaded) == invariants._full_chars(m, loaded), (path, m)
+            if _messages._additive(m):
+                assert _messages._message_chars(m, loaded) == _messages._full_chars(m, loaded), (path, m)
             seen += 1
-    assert invariants._ONE_PASS.ok and cache._ONE_PASS.ok and seen > 500
+    assert _messages._ONE_PASS.ok and cache._ONE_PASS.ok and seen > 500
 
 
 def test_one_pass_that_disagrees_falls_back_for_good() -> None:

@@ -123,8 +123,8 @@ def test_a_history_that_changes_is_a_diff_and_in_the_normalised_form() -> None:
 
 
 def test_a_history_named_like_a_compaction_is_not_a_summarizer_call() -> None:
-    from replay import invariants
+    from replay.invariants import _messages
 
     c = as_requests(_cassette(1).model_copy(update={"histories": [HistoryRecord(name="after_compaction", messages=[0], after=1)]}))
     (observed,) = [e for e in c.exchanges if e.role == "observed:after_compaction"]
-    assert not invariants._is_compaction(c, observed)
+    assert not _messages._is_compaction(c, observed)

@@ -28,7 +28,16 @@ from replay import invariants
 from replay.cassette import AgentRunRecord, Cassette, CassetteBuilder, ErrorInfo, Exchange, Header, ObservationRecord
 from replay.differ import message_label
 from replay.errors import ReplayUsageError
-from replay.invariants import Violation, new_violations, register, run_checks
+from replay.invariants import (
+    Violation,
+    _content_lost,
+    _history,
+    _messages,
+    _tool_calls,
+    new_violations,
+    register,
+    run_checks,
+)
 from replay.recorder import dump_messages, estimate, record
 from replay.scenario import discover
 
@@ -246,9 +255,9 @@ def test_grew_request_measures_both_sides_alike_where_this_version_cannot_load_t
     (alike,) = only(build(), "compaction_grew_request")
     assert alike.evidence == judged.evidence  # the same figures: what can be counted is counted as the harness does
     # and where it must guess (an estimate of what it cannot load), the guess counts the instructions too
-    monkeypatch.setattr(invariants, "load_messages", lambda messages: (_ for _ in ()).throw(ValueError("unknown part")))
+    monkeypatch.setattr(_messages, "load_messages", lambda messages: (_ for _ in ()).throw(ValueError("unknown part")))
     message = {"kind": "request", "instructions": "i" * 400, "parts": [{"part_kind": "user-prompt", "content": "u" * 40}]}
-    assert invariants._exact([message]) == (40 + 400) // 4
+    assert _messages._exact([message]) == (40 + 400) // 4
 
 
 def test_grew_request_ignores_real_shrinking_and_plain_additions() -> None:
@@ -383,7 +392,7 @@ def test_a_runs_own_prompt_is_none_of_the_messages_it_was_handed() -> None:
     call = ModelResponse(parts=[ToolCallPart("fetch", {"n": 3}, tool_call_id="f3")])
     ret = ModelRequest(parts=[ToolReturnPart("fetch", "page 3: lines", tool_call_id="f3")])
     run = b.run("Read page 3 of the invoice.", [p1, reply("Page 1 read.")], [p1, summary, receipt, call, ret, reply("Page 3 read.")])
-    ix = invariants._index(b.cassette)
+    ix = _history._index(b.cassette)
     new = [ix.msg(i) for i in ix._new_from_result(b.cassette.runs[run])]
     assert message_label(new[0]).startswith("Read page 3"), [message_label(m) for m in new]  # rebuilt from the prompt
     assert [m.get("kind") for m in new[1:]] == ["response", "request", "response"]
@@ -391,7 +400,7 @@ def test_a_runs_own_prompt_is_none_of_the_messages_it_was_handed() -> None:
     for handed in ([p1, reply("Page 1 read.")], [p3, reply("Page 3, first look.")]):
         b = Build()
         run = b.run("Read page 3 of the invoice.", handed, [*handed, p3, call, ret, reply("Page 3 read.")])
-        ix = invariants._index(b.cassette)
+        ix = _history._index(b.cassette)
         assert ix._new_from_result(b.cassette.runs[run]) == b.cassette.runs[run].result[2:], handed
 
 
@@ -913,7 +922,7 @@ def test_paired_calls_retries_and_the_exchanges_own_response_are_not_dangling() 
 def test_dangling_rule_agrees_with_pydantic_ai(messages: list[ModelMessage]) -> None:
     helper = pytest.importorskip("pydantic_ai.messages")._dangling_tool_calls_by_response  # private: may move
     theirs = sorted((i, c.tool_call_id) for i, calls in helper(messages).items() for c in calls)
-    ours = [(i, p["tool_call_id"]) for i, p in invariants._dangling(dump_messages(messages))]
+    ours = [(i, p["tool_call_id"]) for i, p in _tool_calls._dangling(dump_messages(messages))]
     assert ours == theirs
 
 
@@ -1046,7 +1055,7 @@ def test_dangling_calls_resumed_from_the_previous_request_equal_a_walk_of_each_r
     checked = found = 0
     for path in _all_recordings():
         c = load(path)
-        for ex, calls in invariants._dangling_per_request(c):
+        for ex, calls in _tool_calls._dangling_per_request(c):
             assert calls == _reference_dangling(c.expand(ex.messages)), (path, ex.role, ex.index)
             checked += 1
             found += bool(calls)
@@ -1101,7 +1110,7 @@ def test_dangling_calls_resumed_on_random_histories_equal_a_walk_of_each_request
             role = rng.choice(["main", "main", "other"])
             exchanges.append(Exchange(seq=n, role=role, index=n, kind="request", messages=list(history)))
         c = Cassette(messages=table, exchanges=exchanges)
-        for ex, calls in invariants._dangling_per_request(c):
+        for ex, calls in _tool_calls._dangling_per_request(c):
             assert calls == _reference_dangling(c.expand(ex.messages))
             checked += 1
             found += bool(calls)
@@ -1115,14 +1124,14 @@ def test_characters_by_the_len_tokenizer_equal_four_copies_floored() -> None:
     checked = 0
     for path in _all_recordings():
         for message in load(path).messages:
-            if not invariants._additive(message):
+            if not _messages._additive(message):
                 continue
             bare = {**message, "instructions": None} if message.get("instructions") else message
             try:
-                loaded = invariants.load_messages([bare])
+                loaded = _messages.load_messages([bare])
             except Exception:
                 continue
-            assert invariants._message_chars(message, invariants.load_messages([message])) == estimate(loaded * 4)
+            assert _messages._message_chars(message, _messages.load_messages([message])) == estimate(loaded * 4)
             checked += 1
     assert checked > 500
 
@@ -1133,7 +1142,7 @@ def test_counting_by_hand_is_the_harness_ruler() -> None:
     under 0.54 read "889, 888, 890 after" where the recording says 889, 887, 889, and a history of five
     requests merged into one request "grew" from 5 to 6 tokens."""
     from replay.cassette import load
-    from replay.invariants import _hand_chars, _parts
+    from replay.invariants._messages import _hand_chars, _parts
     from replay.recorder import load_messages
 
     c = load(ROOT / "cassettes" / "seed000" / "long.cassette")
@@ -1141,7 +1150,7 @@ def test_counting_by_hand_is_the_harness_ruler() -> None:
     multi = [m for m in texts if len(_parts(m)) > 1]
     assert multi, "the check needs messages of several parts"
     for m in texts:
-        assert invariants.estimate(load_messages([m]) * 4) == _hand_chars(m), m
+        assert _messages.estimate(load_messages([m]) * 4) == _hand_chars(m), m
 
 
 def _run_per_turn(turns: int) -> Cassette:
@@ -1172,14 +1181,15 @@ def test_each_request_reads_the_compaction_calls_near_it_not_all_before_it(monke
     call since the start (quadratic: bench line 9 read 5.77x for 4x the requests); each is now found among its own
     run's calls."""
     counted = 0
-    real = invariants._run_failed
+    real = _messages._run_failed
 
     def counting(c: Cassette, ex: Exchange) -> bool:
         nonlocal counted
         counted += 1
         return real(c, ex)
 
-    monkeypatch.setattr(invariants, "_run_failed", counting)
+    for module in (_history, _content_lost):  # every caller of it among the checks
+        monkeypatch.setattr(module, "_run_failed", counting)
     turns = 150
     run_checks(_run_per_turn(turns))
     assert 0 < counted <= 10 * turns, counted  # ≈ 3 a turn; every call before each request: ≈ turns² / 2

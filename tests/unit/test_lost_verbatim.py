@@ -1,4 +1,4 @@
-"""content_lost settles most needles by a substring search (``invariants._Verbatim``) instead of tokens.
+"""content_lost settles most needles by a substring search (``_content_lost._Verbatim``) instead of tokens.
 
 The search may only say "found" where the tokens say so too (``_Grams.has``), or a lost message
 would read as kept; and ``_texts`` must give exactly the needles ``_words`` tokenises. Checked on
@@ -15,9 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replay import invariants
 from replay.cassette import load
-from replay.invariants import _TOKEN, _bounded_end, _Grams, _texts, _Verbatim, _words, run_checks
+from replay.invariants import _content_lost, run_checks
+from replay.invariants._content_lost import _bounded_end, _Verbatim
+from replay.invariants._messages import _TOKEN, _Grams, _texts, _words
 
 _ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,7 +59,7 @@ def test_the_search_resumes_and_starts_over() -> None:
 
 
 def test_bounded_end_gives_up_after_the_tries() -> None:
-    text = "xa " * (invariants._TRIES + 1) + "a"
+    text = "xa " * (_content_lost._TRIES + 1) + "a"
     assert _bounded_end(text, "a", 0) == -1  # every early occurrence is inside a word: left to the tokens
     assert _Grams(_TOKEN.findall(text)).has(["a"])
 
@@ -103,7 +104,7 @@ def test_a_spent_search_leaves_the_verdict_to_the_tokens(monkeypatch: pytest.Mon
     """With no reads allowed at all, content_lost finds exactly what it finds with them."""
     paths = sorted((_ROOT / "cassettes" / "seed001").glob("*.cassette"))
     with_search = [[(v.message, v.evidence) for v in run_checks(load(p), ["content_lost"])] for p in paths]
-    monkeypatch.setattr(invariants, "_SCANS", 0)
-    monkeypatch.setattr(invariants, "_SCAN_SLACK", 0)
+    monkeypatch.setattr(_content_lost, "_SCANS", 0)
+    monkeypatch.setattr(_content_lost, "_SCAN_SLACK", 0)
     assert [[(v.message, v.evidence) for v in run_checks(load(p), ["content_lost"])] for p in paths] == with_search
     assert any(with_search)

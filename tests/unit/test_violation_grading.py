@@ -10,7 +10,7 @@ import pytest
 from replay import invariants
 from replay._pipeline import compare_files
 from replay.cassette import Cassette, iter_cassettes, load
-from replay.invariants import Compared, Violation, compare, compare_cassettes
+from replay.invariants import Compared, Violation, _history, _messages, compare, compare_cassettes
 from replay.matrix import _finish, cell_from_run, cell_lines
 from replay.reporter import diff_lines, report_json
 
@@ -157,7 +157,7 @@ def test_reminders_and_planning_without_compaction_grow_nothing(root: Path) -> N
     """A reminder kept in history but not re-sent, and a plan appended each request, are not compaction."""
     c = load(root / "controls" / "reminders_planning.cassette")
     assert invariants.run_checks(c) == []  # cache_prefix_broken too: the plan's tail sits behind a cache point
-    index = invariants._Index(c)
+    index = _history._Index(c)
     views = index.views()["main"]
     assert len(views) == 6 and not any(index.compacted(v, False) for v in views)
 
@@ -170,14 +170,14 @@ def test_incremental_estimates_equal_the_harness_estimate_of_each_request() -> N
     """Per-message counts with prefix sums give exactly the harness's own figure (no re-estimation per request)."""
     checked = 0
     for c in _recordings():
-        index = invariants._Index(c)
+        index = _history._Index(c)
         for ex in c.exchanges:
-            assert index.estimate(ex.messages) == invariants._exact(c.expand(ex.messages)), (c.header.scenario_id, ex.seq)
+            assert index.estimate(ex.messages) == _messages._exact(c.expand(ex.messages)), (c.header.scenario_id, ex.seq)
             checked += 1
         for views in index.views().values():
             for v in views:
                 logical = v.logical.ids[: v.length]
-                assert v.logical.estimate(v.length) == invariants._exact(index.expand(logical))
+                assert v.logical.estimate(v.length) == _messages._exact(index.expand(logical))
     assert checked > 150
 
 
@@ -186,14 +186,14 @@ def test_a_sliding_window_without_summarizer_is_still_a_compaction() -> None:
     c = load(NEW / "seed000" / "window_only.cassette")
     (v,) = invariants.run_checks(c, only=["compaction_grew_request"])
     assert v.evidence["before"] == 19 and v.evidence["after"] == [46]
-    index = invariants._Index(c)
+    index = _history._Index(c)
     (view,) = index.views()["main"]
     assert not index.window(-1, view.exchange.seq) and index.compacted(view, False)
 
 
 def test_word_runs_are_found_whole_and_in_order() -> None:
-    grams = invariants._Grams(invariants._TOKEN.findall("User: U1, then U10 and A10. retained note kept here"))
-    tokens = invariants._TOKEN.findall
+    grams = _messages._Grams(_messages._TOKEN.findall("User: U1, then U10 and A10. retained note kept here"))
+    tokens = _messages._TOKEN.findall
     assert grams.has(tokens("U1")) and grams.has(tokens("U10")) and not grams.has(tokens("U11"))
     assert grams.has(tokens("retained note kept here")) and grams.has(tokens("then U10 and A10."))
     assert not grams.has(tokens("note retained kept here"))  # the same words in another order
