@@ -210,6 +210,14 @@ def test_users_checks_and_the_raw_part_check_run_on_both_sides(monkeypatch: pyte
     assert [c.messages for c in seen] == [b.messages, a.messages]
     assert not invariants._once("cache_prefix_broken") and not invariants._once("mine")
     assert invariants._once("content_lost") and invariants._once("predicate_verdict")
+    builtin = [n for n in invariants.checks() if n != "mine"]
+    assert all(invariants._once(n) for n in builtin if n != "cache_prefix_broken"), builtin  # every module of the package
+
+
+def test_built_in_checks_run_in_a_fixed_order() -> None:
+    """The order findings are listed in (text, JSON, matrix cells): the checks' modules import in this order."""
+    assert list(invariants.checks())[:7] == ["compaction_grew_request", "content_lost", "empty_summary", "dangling_tool_call",
+                                             "expectation", "cache_prefix_broken", "predicate_verdict"]
 
 
 # --------------------------------------------------------------------------- shortcuts, as properties
