@@ -48,6 +48,17 @@ VOLATILE_KEYS = frozenset(
 )
 """Keys dropped wherever they occur."""
 
+_MEASURED = re.compile(r"(?:duration|elapsed|latency)(?:_(?:s|ms|us|ns|secs?|seconds|millis|milliseconds))?")
+"""A key naming a span of time the run measured (``duration``, SubAgents' ``duration_seconds`` on its
+``delegation_end`` event, code mode's ``elapsed_ms``): a clock reading, different on every run. In
+pydantic-ai's own values only (a stream event observed whole is one); a tool argument or a returned
+mapping named so is the user's and kept. Not a limit named after one (``max_duration_secs``)."""
+
+
+def measured(key: str) -> bool:
+    """Whether ``key`` names a measured span of time (see ``_MEASURED``)."""
+    return _MEASURED.fullmatch(key) is not None
+
 _GENERATED_ID = re.compile(
     r"^(pyd_ai_[0-9a-f]{8,}|call_[A-Za-z0-9]{8,}|toolu_[A-Za-z0-9]{8,}|fc_[0-9a-f]{8,}|(msg|rs|resp)_[0-9a-f]{16,})$"
 )
@@ -324,6 +335,10 @@ class Normaliser:
         if "event_kind" in value or "part_delta_kind" in value:
             # a streamed run's event or part delta (``run_stream_events`` observed): pydantic-ai's classes, which
             # slims grow with empty fields (2.62's ``TextPartDelta.citations_delta``: ``null → null``, changed)
+            if value.get("event_kind") == "capability" and "capability_id" in value:
+                # which capability instance emitted it: for one without an explicit id a run-local handle
+                # (``<ask_user:30aee7>`` on 0.54-0.59, ``ask_user`` once 0.62 named it), as on a tool definition
+                value = {k: v for k, v in value.items() if k != "capability_id"}
             return self._dict(value, ANY_CLASS)
         out: dict[str, Any] = {}
         private = False
@@ -353,7 +368,7 @@ class Normaliser:
         for key, item in value.items():
             drop = dropped.get(key)
             if drop is None:
-                drop = dropped[key] = key in VOLATILE_KEYS or key.endswith("created_at") or key in self._ignore_keys
+                drop = dropped[key] = key in VOLATILE_KEYS or key.endswith("created_at") or measured(key) or key in self._ignore_keys
             if drop or (undeclared and key in undeclared):
                 continue
             if key in _DATA_FIELDS or (key == "content" and type(kind_of := value.get("part_kind")) is str and kind_of in _DATA_CONTENT):

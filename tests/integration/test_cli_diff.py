@@ -273,7 +273,7 @@ def test_every_trust_scenario_replays_same_on_the_installed_version_three_times(
     for _ in range(3):
         r = cli("run", FIXTURES / "scenarios" / "trust.py", "--cassettes", FIXTURES / "harness-0.62.0", "--format", "json")
         statuses = {sid: cell["status"] for sid, cell in json.loads(r.out)["scenarios"].items()}
-        assert len(statuses) == 35 and set(statuses.values()) == {"same"}, statuses
+        assert len(statuses) == 37 and set(statuses.values()) == {"same"}, statuses
 
 
 def test_what_the_model_is_never_sent_is_not_a_change(cli) -> None:
@@ -470,6 +470,50 @@ def test_observed_stream_events_grow_like_pydantic_ais_own(cli) -> None:
     for v in ("0.54.0", "0.56.0", "0.59.0", "0.60.0"):
         doc = _diff_json(cli, _clean_on(cli, v, "events_observed"), FIXTURES / "harness-0.62.0/trust/events_observed.cassette")
         assert not doc["changed"] and not doc["observations"], (v, doc["observations"])
+
+
+def _observed_events(cassette: Path) -> list[dict]:
+    (events,) = [o.value for o in load(cassette).observations if o.name == "events"]
+    return list(events)
+
+
+def test_a_measured_duration_in_an_observed_event_is_no_change(cli) -> None:
+    """SubAgents' ``delegation_end`` event, observed from ``run_stream_events``, times the delegation
+    (``duration_seconds``: a clock reading). Read as the event's value, every replay was ``changed``, on the
+    recording's own version too, and so was every pair of versions (0.54.0-0.62.0)."""
+    ends = {v: _observed_events(FIXTURES / f"harness-{v}/trust/delegation_events.cassette")[-1] for v in (*VERSIONS, "0.60.0")}
+    assert len({e["duration_seconds"] for e in ends.values()}) == 5  # the shape: five recordings, five durations
+    assert {e["kind"] for e in ends.values()} == {"sub_agents.delegation_end"}
+    for v in ("0.54.0", "0.56.0", "0.59.0", "0.60.0"):
+        doc = _diff_json(cli, _clean_on(cli, v, "delegation_events"), FIXTURES / "harness-0.62.0/trust/delegation_events.cassette")
+        assert not doc["changed"] and not doc["observations"], (v, doc["observations"])
+
+
+def test_an_events_capability_handle_is_no_change(cli) -> None:
+    """AskUser has no explicit id up to 0.59, so its events carry a run-local handle (``capability_id:
+    <ask_user:18066e>``) where 0.60+ stamp ``ask_user``: the same requested and answered events read ``changed``
+    between 0.54/0.56/0.59 and 0.60+, as a tool definition's ``capability_id`` did before it was left out."""
+    ids = {v: {e["capability_id"] for e in _observed_events(FIXTURES / f"harness-{v}/trust/ask_user_events.cassette")}
+           for v in (*VERSIONS, "0.60.0")}
+    assert ids["0.62.0"] == ids["0.60.0"] == {"ask_user"}  # the shape: a handle up to 0.59, the name after
+    assert all(len(ids[v]) == 1 and next(iter(ids[v])).startswith("<ask_user:") for v in ("0.54.0", "0.56.0", "0.59.0")), ids
+    for v in ("0.54.0", "0.56.0", "0.59.0", "0.60.0"):
+        doc = _diff_json(cli, _clean_on(cli, v, "ask_user_events"), FIXTURES / "harness-0.62.0/trust/ask_user_events.cassette")
+        assert not doc["changed"] and not doc["observations"], (v, doc["observations"])
+
+
+def test_what_an_observed_event_says_is_still_compared(cli, tmp_path: Path) -> None:
+    """Control for the two above: the delegate's answer in the end event, or the answer the user picked, is what
+    the run saw; an edit of either in 0.54.0's real recording reads ``changed`` against 0.62.0's."""
+    from replay.cassette import save
+
+    for name, edit in (("delegation_events", lambda e: e[-1].update(output="TLS 1.0: 2001")),
+                       ("ask_user_events", lambda e: e[-1]["response"]["answers"][0].update(selected=["SQLite"]))):
+        c = load(FIXTURES / f"harness-0.54.0/trust/{name}.cassette")
+        (obs,) = [o for o in c.observations if o.name == "events"]
+        edit(obs.value)
+        doc = _diff_json(cli, save(c, tmp_path / f"{name}.cassette"), FIXTURES / f"harness-0.62.0/trust/{name}.cassette")
+        assert doc["changed"] and doc["observations"], (name, doc)
 
 
 def test_the_agents_own_growing_instructions_are_no_harness_cache_bust(cli) -> None:

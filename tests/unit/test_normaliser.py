@@ -679,3 +679,25 @@ def test_a_usages_cache_accounting_is_the_providers_not_the_runs() -> None:
     more = {**warm, "usage": {"input_tokens": 12, "output_tokens": 3, "cache_read_tokens": 8}}
     assert n.root(cold, "message") != Normaliser(schema=compile_schema(installed_schema())).root(more, "message")
     assert Normaliser().value({"cost": 1.5}) != Normaliser().value({"cost": 2.5})
+
+
+def test_a_measured_span_is_dropped_from_pydantic_ais_values_only() -> None:
+    """A stream event observed whole is pydantic-ai's: SubAgents' ``duration_seconds`` (and code mode's
+    ``elapsed_ms``) are clock readings, and a capability event's ``capability_id`` is which instance emitted it
+    (a run-local handle for one without an explicit id). The user's own mappings, tool arguments included, keep
+    keys of those names, and a limit named after a span (``max_duration_secs``) is a value."""
+    n = Normaliser(schema=compile_schema(installed_schema()))
+
+    def event(**fields: object) -> dict[str, object]:
+        return {"event_kind": "capability", "kind": "sub_agents.delegation_end", "outcome": "ok", "output": "1999", **fields}
+
+    assert n.value(event(duration_seconds=0.07, capability_id="<sub_agents:a1b2c3>")) == n.value(
+        event(duration_seconds=0.01, capability_id="sub_agents")) == n.value(event())
+    assert n.value(event(elapsed_ms=12.5)) == n.value(event(elapsed_ms=3.0))
+    assert n.value(event(output="2001")) != n.value(event())  # what the event says is compared
+    assert n.value(event(max_duration_secs=30)) != n.value(event(max_duration_secs=60))
+    for key in ("duration_seconds", "elapsed_ms", "latency", "capability_id"):
+        assert n.value({key: 1}) != n.value({key: 2}), key  # the user's own mapping
+    call = {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "wait", "tool_call_id": "c1",
+                                          "args": {"duration_seconds": 30, "elapsed_ms": 5}}]}
+    assert n.root(call, "message")["parts"][0]["args"] == {"duration_seconds": 30, "elapsed_ms": 5}
