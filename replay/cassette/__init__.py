@@ -85,6 +85,11 @@ class Header(_Model):
     """Declared defaults of the recording version's message/part/parameter classes
     (``replay.normaliser._schema``): a field at its default equals the field missing. None in
     cassettes recorded before this existed; the normaliser then uses the installed version's."""
+    temp_dirs: list[str] = []
+    """The system's temporary directory where this was recorded (``tempfile.gettempdir()``: ``$TMPDIR``, and its
+    resolved path where that differs): an environment fact, as a path a tool quotes below it (a workspace's
+    ``../outside.txt`` refused as ``/tmp/outside.txt``) names another folder under another ``TMPDIR``. The
+    normaliser reads it as ``<tempdir>``. Empty in cassettes recorded before this existed (then not written)."""
 
 
 class WireRecord(_Model):
@@ -484,6 +489,8 @@ def to_wire(cassette: Cassette, *, share_messages: bool = False) -> dict[str, An
     else:  # a cassette without histories is written exactly as before they existed
         del data["histories"]
     data["header"]["format_version"] = version
+    if not data["header"].get("temp_dirs"):
+        data["header"].pop("temp_dirs", None)  # a cassette made without it (by hand) is written exactly as before
     return {"format": "harness-replay", "version": version, **data}
 
 

@@ -306,6 +306,9 @@ def _check_header(header: Any) -> None:
     defaults = header.get("schema_defaults")
     if defaults is not None:
         _schema_defaults(defaults)
+    temps = header.get("temp_dirs")
+    if temps is not None and (type(temps) is not list or not all(type(t) is str for t in temps)):
+        raise SchemaError("header.temp_dirs", f"expected an array of text, got {_kind(temps)}")
     roles = header.get("roles")
     if roles is not None:
         if type(roles) is not dict:

@@ -156,6 +156,11 @@ class Aliases:
     workspaces: tuple[str, ...] = ()
     """Absolute roots of the workspaces the cassette's runs worked in (``ModelResponse.workspace_ref``): a
     tool quoting one ("outside the project root /tmp/ws-9djk8cbp") names a new temp dir in every run."""
+    temp_dirs: tuple[str, ...] = ()
+    """The system's temporary directories the compared cassettes were recorded under (:func:`temp_dirs`): a path
+    a tool quotes below one ("`/tmp/outside.txt` is outside the project root", the parent of a workspace made
+    with ``mkdtemp``) names another folder under another ``TMPDIR``. Read as ``<tempdir>``, as a whole path
+    component (``/var/tmp`` and ``/tmpfs`` are not ``/tmp``), after the workspace roots inside it."""
     used: int = 0
     """How many values were aliased so far: a value normalised without any is a function of its
     content alone, whatever came before it in the cassette (``replay._facts`` shares those)."""
@@ -184,7 +189,24 @@ class Aliases:
     def _pid(self, m: re.Match[str]) -> str:
         return self._ordinal(self.pids, m.group(0), "pid")
 
+    def __post_init__(self) -> None:
+        self._temp_dir = (re.compile(r"(?<![\w.~-])(?:%s)(?![\w.-])" % "|".join(map(re.escape, self.temp_dirs)))
+                      if self.temp_dirs else None)
+
+    def _paths(self, value: str) -> str:
+        """The workspace roots (longest first), then the temporary directory, as placeholders."""
+        for k, root in enumerate(self.workspaces):
+            if root in value:
+                self.used += 1
+                value = value.replace(root, f"<workspace#{k + 1}>")
+        if self._temp_dir is not None and self._temp_dir.search(value):
+            self.used += 1
+            value = self._temp_dir.sub("<tempdir>", value)
+        return value
+
     def text(self, value: str) -> str:
+        if self.workspaces or self._temp_dir is not None:  # first: a folder named as tempfile names one is the path's
+            value = self._paths(value)
         if has_process_id(value):
             value = _PROCESS_ID.sub(self._pid, value)
         if _ADDRESS_MARK in value:
@@ -195,10 +217,6 @@ class Aliases:
             value = _TEMP_NAME.sub(self._temp, value)
         if "<secret:" in value:
             value = SECRET_PLACEHOLDER.sub(self._secret, value)
-        for k, root in enumerate(self.workspaces):
-            if root in value:
-                self.used += 1
-                value = value.replace(root, f"<workspace#{k + 1}>")
         if value.count("-") < 4 or not _UUID_MIDDLE.search(value) or not _UUID.search(value):
             return value
 
@@ -296,10 +314,12 @@ class Normaliser:
     what the model or the run saw. A value of no known kind is the user's (``kind=None``).
     """
 
-    def __init__(self, rules: Rules = Rules(), schema: Schema = EMPTY, workspaces: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, rules: Rules = Rules(), schema: Schema = EMPTY, workspaces: tuple[str, ...] = (), temps: tuple[str, ...] = ()
+    ) -> None:
         self.rules = rules
         self._ignore_keys = rules.keys
-        self.aliases = Aliases(workspaces=workspaces)
+        self.aliases = Aliases(workspaces=workspaces, temp_dirs=temps)
         self._rooted = bool(workspaces)
         self.schema = schema
         self._dropped: dict[str, bool] = {}
@@ -540,6 +560,18 @@ def workspace_roots(cassette: Cassette) -> tuple[str, ...]:
     return tuple(sorted(roots, key=len, reverse=True))
 
 
+def temp_dirs(*cassettes: Cassette) -> tuple[str, ...]:
+    """The temporary directories the cassettes were recorded under (``header.temp_dirs``), longest first. The
+    differ gives both sides both sides' (a scenario's own ``/tmp/notes.txt`` is read alike on both when one
+    side's ``TMPDIR`` was ``/tmp`` and the other's not); a path of no component (``/``) is none."""
+    dirs: dict[str, None] = {}
+    for c in cassettes:
+        for d in c.header.temp_dirs:
+            if isinstance(d, str) and d.startswith("/") and len(d := d.rstrip("/")) > 1:
+                dirs.setdefault(d, None)
+    return tuple(sorted(dirs, key=len, reverse=True))
+
+
 _COMPARED_HEADER = ("scenario_id", "harness_version", "slim_version", "mode")
 
 
@@ -604,7 +636,11 @@ def _outcome(cassette: Cassette) -> dict[str, Any]:
 
 
 def normalise(
-    cassette: Cassette, rules: Rules = Rules(), schema: Schema | None = None, conversations: Collection[str] | None = None
+    cassette: Cassette,
+    rules: Rules = Rules(),
+    schema: Schema | None = None,
+    conversations: Collection[str] | None = None,
+    temps: tuple[str, ...] | None = None,
 ) -> NormalCassette:
     """Normalise every table entry once, then assemble requests from them.
 
@@ -615,13 +651,17 @@ def normalise(
     default those whose requests alternate between concurrent conversations in this cassette;
     the differ passes the roles either side interleaves, so both list them alike. Generated ids
     are then aliased in that order too, not in the order concurrent answers happened to arrive.
+    ``temps``: the temporary directories read as ``<tempdir>``, by default the cassette's own
+    (:func:`temp_dirs`); the differ passes both sides'.
     """
     with paused_gc():
-        return _normalise(cassette, rules, schema, conversations)
+        return _normalise(cassette, rules, schema, conversations, temp_dirs(cassette) if temps is None else temps)
 
 
-def _normalise(cassette: Cassette, rules: Rules, schema: Schema | None, conversations: Collection[str] | None) -> NormalCassette:
-    n = Normaliser(rules, schema if schema is not None else schema_for(cassette), workspace_roots(cassette))
+def _normalise(
+    cassette: Cassette, rules: Rules, schema: Schema | None, conversations: Collection[str] | None, temps: tuple[str, ...]
+) -> NormalCassette:
+    n = Normaliser(rules, schema if schema is not None else schema_for(cassette), workspace_roots(cassette), temps)
     exchanges: list[Exchange] = cassette.exchanges
     order = None
     if conversations is None or conversations:

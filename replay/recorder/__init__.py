@@ -20,6 +20,7 @@ import operator
 import os
 import platform
 import sys
+import tempfile
 import threading
 import traceback
 import uuid
@@ -813,8 +814,19 @@ def _static_header() -> dict[str, Any]:
     }
 
 
+def _temp_dirs() -> list[str]:
+    """Where ``tempfile`` makes its folders here, as given and resolved (``/var/folders/…`` is ``/private/var/…``)."""
+    given = tempfile.gettempdir()
+    try:
+        resolved = os.path.realpath(given)
+    except OSError:
+        resolved = given
+    return list(dict.fromkeys((given, resolved)))
+
+
 def base_header(**fields: Any) -> Header:
-    return Header(**_static_header(), created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"), **fields)
+    return Header(**_static_header(), created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+                  temp_dirs=_temp_dirs(), **fields)
 
 
 @contextmanager
