@@ -775,3 +775,26 @@ def test_an_instructions_edit_is_one_line_though_slim_sends_it_twice(cli) -> Non
     assert "instruction_parts" not in r.out
     paths = [c["path"] for q in _diff_json(cli, a, b)["requests"] for c in q["changes"]]
     assert "main[0].parameters.instruction_parts[0].content" in paths and "main[0].messages[0].instructions" in paths
+
+
+def test_the_same_run_under_another_tmpdir_is_the_same(cli) -> None:
+    """trust/workspace and wire_trust/workspace (a LocalWorkspace made with mkdtemp, in process and over HTTP) recorded
+    on 0.62.0 in this repository's environment (tests/fixtures/tmpdir/tmp: Python 3.11, TMPDIR unset) and in another
+    (tmpdir/elsewhere: Python 3.13, TMPDIR=/tmp/replay-tmpdir-b, another TZ, LANG, PYTHONHASHSEED, HOME, user, hostname
+    and checkout path). The refusal of ``../outside.txt`` names the workspace's parent, ``$TMPDIR/outside.txt``: every
+    request after the first read ``changed``, in the messages and on the wire, for the very same behaviour."""
+    here, there = FIXTURES / "tmpdir/tmp", FIXTURES / "tmpdir/elsewhere"
+    for sid in ("trust/workspace", "wire_trust/workspace"):
+        a, b = load(here / f"{sid}.cassette"), load(there / f"{sid}.cassette")
+        assert (a.header.temp_dirs, b.header.temp_dirs) == (["/tmp"], ["/tmp/replay-tmpdir-b"])
+        assert "/tmp/replay-tmpdir-b/outside.txt" in json.dumps(b.messages)  # the shape: the path does differ
+        doc = _diff_json(cli, here / f"{sid}.cassette", there / f"{sid}.cassette")
+        assert doc["status"] == "same" and not doc["requests"] and not doc.get("wire"), (sid, doc["requests"], doc.get("wire"))
+        # control: what a harness version changed is still read against the other environment's recording
+        old = _diff_json(cli, FIXTURES / f"harness-0.59.0/{sid}.cassette", there / f"{sid}.cassette")
+        assert old["status"] == "changed", sid
+    # replayed here, on the installed harness, the other environment's recordings are its behaviour
+    for scenarios in ("trust.py", "wire_trust.py"):
+        r = cli("run", FIXTURES / "scenarios" / scenarios, "--cassettes", there, "--format", "json")
+        cells = {sid: cell["status"] for sid, cell in json.loads(r.out)["scenarios"].items() if sid.endswith("/workspace")}
+        assert list(cells.values()) == ["same"], r.out[-2000:]

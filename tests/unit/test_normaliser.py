@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Literal
 
 from replay.cassette import Cassette, CassetteBuilder, Exchange, Header
@@ -701,3 +702,44 @@ def test_a_measured_span_is_dropped_from_pydantic_ais_values_only() -> None:
     call = {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "wait", "tool_call_id": "c1",
                                           "args": {"duration_seconds": 30, "elapsed_ms": 5}}]}
     assert n.root(call, "message")["parts"][0]["args"] == {"duration_seconds": 30, "elapsed_ms": 5}
+
+
+def _tool_result_cassette(text: str, temp_dirs: list[str]) -> Cassette:
+    """One request re-sending a tool's result ``text``, recorded where ``tempfile.gettempdir()`` was ``temp_dirs``."""
+    b = CassetteBuilder(Header(scenario_id="unit/tmp", temp_dirs=temp_dirs))
+    call = {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "read", "tool_call_id": "c1", "args": {}}]}
+    ret = {"kind": "request", "parts": [{"part_kind": "tool-return", "tool_name": "read", "tool_call_id": "c1", "content": text}]}
+    first = {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "read ../outside.txt"}]}
+    b.cassette.exchanges.append(Exchange(seq=0, role="main", index=0, kind="request", messages=b.messages([first, call, ret])))
+    return b.cassette
+
+
+def test_a_path_below_the_temporary_directory_is_read_alike_under_another_tmpdir() -> None:
+    """A LocalWorkspace made with ``mkdtemp`` refuses ``../outside.txt`` as ``/tmp/outside.txt``: under another
+    ``TMPDIR`` the same refusal names ``/tmp/tmpB/outside.txt``, and the same behaviour read ``changed``. The header
+    names each side's temporary directory; both sides' are read as ``<tempdir>`` on both, as a whole path component."""
+    from replay.differ import diff
+
+    refused = "`{}/outside.txt` is outside the project root"
+    here, there = _tool_result_cassette(refused.format("/tmp"), ["/tmp"]), _tool_result_cassette(refused.format("/tmp/tmpB"), ["/tmp/tmpB"])
+    assert not diff(here, there).changed
+    assert normalise(there).requests["main"][0].body == normalise(here).requests["main"][0].body
+    assert "`<tempdir>/outside.txt`" in json.dumps(normalise(there).requests["main"][0].body)
+    # controls: another file below it is a change; so is the same text where neither header names a directory
+    assert diff(here, _tool_result_cassette(refused.format("/tmp/tmpB").replace("outside", "other"), ["/tmp/tmpB"])).changed
+    assert diff(_tool_result_cassette(refused.format("/tmp"), []), _tool_result_cassette(refused.format("/tmp/tmpB"), [])).changed
+    # a scenario's own /tmp path reads alike where only one side's TMPDIR was /tmp (both sides' directories on both)
+    fixed = "saved to /tmp/notes.txt"
+    assert not diff(_tool_result_cassette(fixed, ["/tmp"]), _tool_result_cassette(fixed, ["/tmp/tmpB"])).changed
+
+
+def test_the_temporary_directory_is_replaced_only_as_a_whole_path_component() -> None:
+    n = Normaliser(temps=("/tmp/tmpB", "/tmp"))
+    assert n.value("/tmp/outside.txt, /tmp/tmpB/x, file:///tmp/y, '/tmp'") == (
+        "<tempdir>/outside.txt, <tempdir>/x, file://<tempdir>/y, '<tempdir>'")
+    untouched = "/var/tmp/x /tmpfs/y /tmp.txt ~/tmp/z /tmp-old/w /srv/tmp"
+    assert n.value(untouched) == untouched
+    # a header naming no folder (``/``, a relative path) names none
+    from replay.normaliser import temp_dirs
+
+    assert temp_dirs(_tool_result_cassette("x", ["/", "tmp", "/tmp/", "/tmp"])) == ("/tmp",)
