@@ -202,6 +202,27 @@ def did_not_run(recorded: Cassette, replayed: Cassette, where: str = "on this ve
     return why
 
 
+def _environment(a: Cassette, b: Cassette) -> list[str]:
+    """What else than the harness and slim differs between the two sides and can change what is sent: pydantic (a
+    tool's JSON schema, serialisation), a provider SDK or HTTP client both loaded (the request it builds)."""
+    ha, hb = a.header, b.header
+    out = []
+    if ha.pydantic_version and hb.pydantic_version and ha.pydantic_version != hb.pydantic_version:
+        out.append(f"pydantic {ha.pydantic_version} → {hb.pydantic_version}")
+    sa, sb = ha.sdk_versions, hb.sdk_versions
+    out += [f"{dist} {sa[dist]} → {sb[dist]}" for dist in sorted(set(sa) & set(sb)) if sa[dist] != sb[dist]]
+    return out
+
+
+def environment_warning(a: Cassette, b: Cassette, d: Diff) -> list[str]:
+    """A change where a library that builds the request differs between the sides: say it may be the library's."""
+    moved = _environment(a, b)
+    if not d.changed or not moved:
+        return []
+    return [f"the two sides ran other versions of {', '.join(moved)}: a difference may come from them (the request "
+            "they build, a tool's JSON schema), not the harness"]
+
+
 def same_versions_warning(a: Cassette, b: Cassette, d: Diff) -> list[str]:
     """A change between two runs of one harness and one pydantic-ai is not the harness's doing: say where to look.
 
@@ -215,6 +236,8 @@ def same_versions_warning(a: Cassette, b: Cassette, d: Diff) -> list[str]:
         return []
     if source_edited(a, b):
         return []  # the differ's own warning names the edit; `--check-determinism` would find nothing
+    if _environment(a, b):
+        return []  # `environment_warning` names the libraries that differ: not necessarily the scenario
     return [f"both sides ran harness {ha.harness_version} and pydantic-ai-slim {ha.slim_version}: the change comes from "
             "the scenario (its code or helpers, its inputs, or something unseeded: set order, the clock, random), "
             "not the harness; `replay record --check-determinism 3` tells the two apart"]
@@ -281,6 +304,7 @@ def replay_scenario(
     d.notes = [div.describe() for div in result.divergences if div.kind not in WARNING_KINDS]
     d.warnings += [div.describe() for div in result.divergences if div.kind in WARNING_KINDS]
     d.warnings += python_warning(recorded, result.result)
+    d.warnings += environment_warning(recorded, result.result, d)
     d.warnings += same_versions_warning(recorded, result.result, d)
     d.warnings += carried_over_warning(recorded, "the recording")
     if not d.changed and not failures:  # a refactor sending the same: nothing came from the edit, say how to catch up
@@ -494,6 +518,7 @@ def _compare_files(a: Path, b: Path, rules: Rules, limits: Limits) -> ScenarioRe
         d = diff(ca, cb, rules, a_label=la, b_label=lb, tokenizer=tokenizer())
         failures = _grade_violations(d, ca, cb)
     d.warnings += python_warning(ca, cb)
+    d.warnings += environment_warning(ca, cb, d)
     d.warnings += same_versions_warning(ca, cb, d)
     d.warnings += carried_over_warning(ca, la) + carried_over_warning(cb, lb)
     d.price(prices())

@@ -85,6 +85,10 @@ class Header(_Model):
     """Declared defaults of the recording version's message/part/parameter classes
     (``replay.normaliser._schema``): a field at its default equals the field missing. None in
     cassettes recorded before this existed; the normaliser then uses the installed version's."""
+    sdk_versions: dict[str, str] = {}
+    """The provider SDKs and HTTP clients loaded when a cassette with HTTP exchanges was recorded, by distribution
+    (``{"openai": "3.60.0", "httpx2": "2.16.2"}``): they build the request the provider is sent, so a wire
+    difference between two environments of one harness may be theirs. Empty for in-process models (not written)."""
     temp_dirs: list[str] = []
     """The system's temporary directory where this was recorded (``tempfile.gettempdir()``: ``$TMPDIR``, and its
     resolved path where that differs): an environment fact, as a path a tool quotes below it (a workspace's
@@ -489,8 +493,9 @@ def to_wire(cassette: Cassette, *, share_messages: bool = False) -> dict[str, An
     else:  # a cassette without histories is written exactly as before they existed
         del data["histories"]
     data["header"]["format_version"] = version
-    if not data["header"].get("temp_dirs"):
-        data["header"].pop("temp_dirs", None)  # a cassette made without it (by hand) is written exactly as before
+    for key in ("temp_dirs", "sdk_versions"):
+        if not data["header"].get(key):
+            data["header"].pop(key, None)  # a cassette without it (in-process, by hand) is written exactly as before
     return {"format": "harness-replay", "version": version, **data}
 
 

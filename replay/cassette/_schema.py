@@ -309,6 +309,9 @@ def _check_header(header: Any) -> None:
     temps = header.get("temp_dirs")
     if temps is not None and (type(temps) is not list or not all(type(t) is str for t in temps)):
         raise SchemaError("header.temp_dirs", f"expected an array of text, got {_kind(temps)}")
+    sdks = header.get("sdk_versions")
+    if sdks is not None and (type(sdks) is not dict or not all(type(k) is str and type(v) is str for k, v in sdks.items())):
+        raise SchemaError("header.sdk_versions", f"expected a map of text to text, got {_kind(sdks)}")
     roles = header.get("roles")
     if roles is not None:
         if type(roles) is not dict:

@@ -824,6 +824,20 @@ def _temp_dirs() -> list[str]:
     return list(dict.fromkeys((given, resolved)))
 
 
+_SDKS = {"openai": "openai", "anthropic": "anthropic", "groq": "groq", "mistralai": "mistralai", "google.genai": "google-genai",
+         "cohere": "cohere", "botocore": "botocore", "huggingface_hub": "huggingface-hub", "httpx": "httpx", "httpx2": "httpx2"}
+"""Module → distribution of the provider SDKs and HTTP clients that build what a provider is sent."""
+
+
+def sdk_versions() -> dict[str, str]:
+    """The versions of the provider SDKs and HTTP clients loaded in this process."""
+    out = {}
+    for module, dist in _SDKS.items():
+        if module in sys.modules and (version := _version(dist)) is not None:
+            out[dist] = version
+    return out
+
+
 def base_header(**fields: Any) -> Header:
     return Header(**_static_header(), created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
                   temp_dirs=_temp_dirs(), **fields)
@@ -875,6 +889,8 @@ def finalize(cassette: Cassette, known: Cassette | None = None) -> Cassette:
     from ..scrub import ScrubConfig, scrub_cassette
 
     config = load_config()
+    if any(ex.wire for ex in cassette.exchanges) and not cassette.header.sdk_versions:
+        cassette.header.sdk_versions = sdk_versions()  # loaded by now: a provider model imports its SDK when built
     return scrub_cassette(
         cassette, ScrubConfig(patterns=list(config.scrub_patterns), exempt_paths=list(config.scrub_exempt)), known
     )

@@ -798,3 +798,20 @@ def test_the_same_run_under_another_tmpdir_is_the_same(cli) -> None:
         r = cli("run", FIXTURES / "scenarios" / scenarios, "--cassettes", there, "--format", "json")
         cells = {sid: cell["status"] for sid, cell in json.loads(r.out)["scenarios"].items() if sid.endswith("/workspace")}
         assert list(cells.values()) == ["same"], r.out[-2000:]
+
+
+def test_a_wire_change_between_provider_sdks_is_not_blamed_on_the_scenario(cli) -> None:
+    """wire_env/anthropic_tool recorded on harness 0.62.0 with anthropic 2.16.0 and with anthropic 1.15.0 (all else
+    equal): the SDK sends another path and ``anthropic-version``, a real difference in what the provider is sent, so
+    ``changed``. The report said both sides ran one harness and slim, so "the change comes from the scenario (…)
+    not the harness; `replay record --check-determinism 3` tells the two apart" — which finds nothing: the header now
+    names the provider SDKs a wire cassette was recorded with, and the report names the one that moved."""
+    new, old = (FIXTURES / f"sdk/anthropic-{v}/wire_env/anthropic_tool.cassette" for v in ("2.16.0", "1.15.0"))
+    assert (load(new).header.sdk_versions["anthropic"], load(old).header.sdk_versions["anthropic"]) == ("2.16.0", "1.15.0")
+    doc = _diff_json(cli, new, old)
+    assert doc["status"] == "changed" and {w["path"] for w in doc["wire"]} == {"endpoint", "headers.anthropic-version"}
+    warnings = " ".join(doc["warnings"])
+    assert "anthropic 2.16.0 → 1.15.0" in warnings and "comes from the scenario" not in warnings, doc["warnings"]
+    # control: one recording against itself is the same, and names nothing
+    same = _diff_json(cli, new, new)
+    assert same["status"] == "same" and not same["warnings"]
