@@ -106,10 +106,24 @@ def with_pythons(versions: Sequence[VersionSpec], pythons: Iterable[str]) -> lis
     if not chosen:
         return list(versions)
     out = []
+    tags = _python_tags(chosen)
     for py in chosen:
-        tag = _safe(f"py{Path(py).name if os.sep in py else py}")
+        tag = tags[py]
         out += [replace(v, spec=f"{v.spec}@{tag}", label=f"{v.label}-{tag}", python=py) for v in versions]
     return out
+
+
+def _python_tags(chosen: Sequence[str]) -> dict[str, str]:
+    """Each ``--python``'s name in a column and a folder: a version as given (``py3.12``), an interpreter path by
+    its file name, or by as many of its last path components as tell it from the others. By its file name alone,
+    ``~/.pyenv/versions/3.12.1/bin/python`` and ``…/3.13.0/bin/python`` were both ``pypython``: one env, one results
+    folder and one column's figures for two interpreters (both columns read ``replayed on Python 3.12.1``)."""
+    parts = {py: Path(py).parts if os.sep in py else (py,) for py in chosen}
+    for k in range(1, max((len(p) for p in parts.values()), default=1) + 1):
+        tags = {py: "py" + _safe("_".join(p[-k:]))[-78:] for py, p in parts.items()}
+        if len(set(tags.values())) == len(tags):
+            return tags
+    raise ReplayUsageError(f"--python: two interpreters map to the same name {sorted(tags.values())[0]!r}")
 
 
 _SPECIFIER = re.compile(r"^\s*(~=|===?|!=|<=?|>=?)|\*")

@@ -915,3 +915,15 @@ def test_a_refusal_lets_go_of_the_pins_it_names_and_keeps_the_rest(tmp_path: Pat
     assert info.pinned == 2 and info.unpinned is not None
     line = mx._version_line(info.as_json())
     assert "held to the caller's versions (2 pins), some resolved afresh (Because pydantic-ai-slim==2.54.0" in line
+
+
+def test_two_interpreter_paths_of_one_file_name_are_two_columns() -> None:
+    """``--python ~/.pyenv/versions/3.12.1/bin/python --python …/3.13.0/bin/python``: both were ``pypython``, so one
+    env, one results folder and one set of figures stood for both columns (each read ``replayed on Python 3.12.1``).
+    A path is named by as many of its last components as tell it apart; a lone path and a version as before."""
+    a, b = "/opt/pyenv/versions/3.12.1/bin/python", "/opt/pyenv/versions/3.13.0/bin/python"
+    versions = _envs.with_pythons(_envs.parse_versions(["0.62.0"]), [a, b])
+    assert [v.label for v in versions] == ["0.62.0-py3.12.1_bin_python", "0.62.0-py3.13.0_bin_python"]
+    assert [v.python for v in versions] == [a, b]
+    assert [v.label for v in _envs.with_pythons(_envs.parse_versions(["0.62.0"]), [a, "3.13"])] == [
+        "0.62.0-pypython", "0.62.0-py3.13"]
