@@ -793,6 +793,10 @@ def test_the_same_run_under_another_tmpdir_is_the_same(cli) -> None:
         # control: what a harness version changed is still read against the other environment's recording
         old = _diff_json(cli, FIXTURES / f"harness-0.59.0/{sid}.cassette", there / f"{sid}.cassette")
         assert old["status"] == "changed", sid
+    # across versions too: 0.60.0 sends what 0.62.0 sends (the fixtures of harness-*/wire_trust/workspace, recorded
+    # here with TMPDIR unset), and the other environment's 0.62.0 recording reads so
+    assert _diff_json(cli, FIXTURES / "harness-0.60.0/wire_trust/workspace.cassette",
+                      there / "wire_trust/workspace.cassette")["status"] == "same"
     # replayed here, on the installed harness, the other environment's recordings are its behaviour
     for scenarios in ("trust.py", "wire_trust.py"):
         r = cli("run", FIXTURES / "scenarios" / scenarios, "--cassettes", there, "--format", "json")
