@@ -99,6 +99,18 @@ _MODULE_MARK = "replay_scenarios."
 """A scenario file's module named in text (a default repr of the scenario's own class): its hash is dropped."""
 
 
+_PYDANTIC_DOCS = re.compile(r"(?<=https://errors\.pydantic\.dev/)\d+\.\d+(?=/)")
+"""The installed pydantic's minor in the link its errors end with ("For further information visit
+https://errors.pydantic.dev/2.14/v/int_parsing"): a tool returning ``str(validation_error)`` to the model sent
+``2.13`` under pydantic 2.13 and ``2.14`` under 2.14, and one behaviour on one harness read ``changed``."""
+_PYDANTIC_DOCS_MARK = "errors.pydantic.dev/"
+
+
+def without_pydantic_versions(text: str) -> str:
+    """``text`` with the pydantic version in its error links left out (see ``_PYDANTIC_DOCS``)."""
+    return _PYDANTIC_DOCS.sub("<version>", text) if _PYDANTIC_DOCS_MARK in text else text
+
+
 def without_addresses(text: str) -> str:
     """``text`` with every object address replaced (see ``_ADDRESS``)."""
     return _ADDRESS.sub(" at 0x<address>", text) if _ADDRESS_MARK in text else text
@@ -211,6 +223,8 @@ class Aliases:
             value = _PROCESS_ID.sub(self._pid, value)
         if _ADDRESS_MARK in value:
             value = without_addresses(value)
+        if _PYDANTIC_DOCS_MARK in value:
+            value = without_pydantic_versions(value)
         if _MODULE_MARK in value:
             value = stable_names_in(value)
         if _TEMP_MARK in value:
@@ -320,7 +334,7 @@ class Normaliser:
         self.rules = rules
         self._ignore_keys = rules.keys
         self.aliases = Aliases(workspaces=workspaces, temp_dirs=temps)
-        self._rooted = bool(workspaces)
+        self._rooted = bool(workspaces) or bool(temps)  # a path may hold no other mark (a TMPDIR of /scratch)
         self.schema = schema
         self._dropped: dict[str, bool] = {}
 
@@ -332,7 +346,7 @@ class Normaliser:
         if t is list:
             return [self.value(item, kind) for item in value]
         if t is str:
-            return self.aliases.text(value) if "-" in value or "<secret:" in value or _ADDRESS_MARK in value or _TEMP_MARK in value or _MODULE_MARK in value or has_process_id(value) or (
+            return self.aliases.text(value) if "-" in value or "<secret:" in value or _ADDRESS_MARK in value or _TEMP_MARK in value or _MODULE_MARK in value or _PYDANTIC_DOCS_MARK in value or has_process_id(value) or (
                 self._rooted and "/" in value) else value
         if isinstance(value, dict):
             return self._dict(value, kind)
@@ -417,7 +431,7 @@ class Normaliser:
                     continue
                 if key == "error" and item[:5] == "Model":  # a FallbackModel's failed attempt: 'Class: message'
                     item = _attempt_error(item)
-                out[key] = self.aliases.text(item) if "-" in item or "<secret:" in item or _ADDRESS_MARK in item or _TEMP_MARK in item or _MODULE_MARK in item or has_process_id(item) or (
+                out[key] = self.aliases.text(item) if "-" in item or "<secret:" in item or _ADDRESS_MARK in item or _TEMP_MARK in item or _MODULE_MARK in item or _PYDANTIC_DOCS_MARK in item or has_process_id(item) or (
                     self._rooted and "/" in item) else item
                 continue
             if t is int or t is float or t is bool:
@@ -590,7 +604,7 @@ def _error(info: Any) -> dict[str, Any]:
         if _TEMP_MARK in message:  # numbered within the message: the error is compared on its own
             temps: dict[str, str] = {}
             message = _TEMP_NAME.sub(lambda m: temps.setdefault(m.group(0), f"<tmp#{len(temps) + 1}>"), message)
-        out["message"] = stable_names_in(without_addresses(message))
+        out["message"] = stable_names_in(without_addresses(without_pydantic_versions(message)))
     return out
 
 

@@ -819,3 +819,16 @@ def test_a_wire_change_between_provider_sdks_is_not_blamed_on_the_scenario(cli) 
     # control: one recording against itself is the same, and names nothing
     same = _diff_json(cli, new, new)
     assert same["status"] == "same" and not same["warnings"]
+
+
+def test_the_same_run_under_another_pydantic_is_the_same(cli) -> None:
+    """env/validation_text recorded on 0.62.0 under pydantic 2.14.4 and 2.13.0 (both allowed by slim 2.62): the tool's
+    ``str(validation_error)`` ends with pydantic's link naming its own minor, and the same behaviour read ``changed``
+    (``…errors.pydantic.dev/2.14/v/int_parsing → …/2.13/v/int_parsing``)."""
+    new, old = (FIXTURES / f"pydantic/{v}/env/validation_text.cassette" for v in ("2.14.4", "2.13.0"))
+    assert "errors.pydantic.dev/2.13/" in json.dumps(load(old).messages)  # the shape: the link does differ
+    assert "errors.pydantic.dev/2.14/" in json.dumps(load(new).messages)
+    doc = _diff_json(cli, new, old)
+    assert doc["status"] == "same" and not doc["requests"], doc["requests"]
+    r = cli("run", FIXTURES / "scenarios" / "env_trust.py", "--cassettes", FIXTURES / "pydantic/2.13.0", "--format", "json")
+    assert {sid: c["status"] for sid, c in json.loads(r.out)["scenarios"].items()} == {"env/validation_text": "same"}, r.out[-2000:]

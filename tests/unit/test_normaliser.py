@@ -743,3 +743,29 @@ def test_the_temporary_directory_is_replaced_only_as_a_whole_path_component() ->
     from replay.normaliser import temp_dirs
 
     assert temp_dirs(_tool_result_cassette("x", ["/", "tmp", "/tmp/", "/tmp"])) == ("/tmp",)
+
+
+def test_a_temporary_directory_without_tmp_in_its_name_is_read_too() -> None:
+    """``TMPDIR=/scratch/job7`` (a cluster's scratch, macOS's ``/var/folders/…/T``): a text naming it holds none of
+    the marks that send a text to the aliases (``tmp``, ``-``), and stayed as it was."""
+    from replay.differ import diff
+
+    refused = "`{}/outside.txt` is outside the project root"
+    a = _tool_result_cassette(refused.format("/scratch/job7"), ["/scratch/job7"])
+    b = _tool_result_cassette(refused.format("/scratch/job9"), ["/scratch/job9"])
+    assert not diff(a, b).changed
+    assert diff(a, _tool_result_cassette(refused.format("/scratch/job9").replace("outside", "inside"), ["/scratch/job9"])).changed
+
+
+def test_the_pydantic_version_in_a_validation_errors_link_is_not_a_change() -> None:
+    """A tool returning ``str(validation_error)`` sends the link pydantic ends it with, which names the installed
+    pydantic's minor (``https://errors.pydantic.dev/2.14/v/int_parsing``): the same run under pydantic 2.13 and
+    2.14 (one harness, one slim) read ``changed``. The error's type in the link is still compared."""
+    from replay.differ import diff
+
+    said = "invalid: 1 validation error for Order\nqty\n  Input should be a valid integer [type=int_parsing]\n" \
+           "    For further information visit https://errors.pydantic.dev/{}/v/{}"
+    a = _tool_result_cassette(said.format("2.14", "int_parsing"), [])
+    assert not diff(a, _tool_result_cassette(said.format("2.13", "int_parsing"), [])).changed
+    assert diff(a, _tool_result_cassette(said.format("2.13", "missing"), [])).changed  # control: another error
+    assert Normaliser().value("see https://errors.pydantic.dev/2.13/v/missing") == "see https://errors.pydantic.dev/<version>/v/missing"
