@@ -105,10 +105,10 @@ def record_scenarios(
     return out
 
 
-_STAMPS = frozenset({"created_at", "roles", "temp_dirs"})
+_STAMPS = frozenset({"created_at", "roles", "paths"})
 """Header fields not compared as they stand: the recording time, the roles (compared by their stable
-module names below) and the temporary directory (an environment fact: the content is compared with each
-side's own read as ``<tempdir>``, and a kept file keeps the one its content was recorded under); every other
+module names below) and the environment's folders (the content is compared with each side's own read as
+``<tempdir>``, ``<project>``…, and a kept file keeps the ones its content was recorded under); every other
 one (versions, source hash, schema defaults) must match."""
 
 
@@ -116,7 +116,7 @@ def _same_recording(path: Path, again: Cassette, limits: Limits) -> bool:
     """Whether ``record --force`` would only move stamps: the file then stays, so re-recording a project
     leaves its unchanged cassettes out of the pull request (a binary file's every rewrite is a diff).
     ``again``: the fresh recording as it reads back from disk."""
-    from .normaliser import normalise, temp_dirs
+    from .normaliser import env_paths, normalise
 
     try:
         old = load(path, limits)
@@ -126,12 +126,12 @@ def _same_recording(path: Path, again: Cassette, limits: Limits) -> bool:
         return False  # a cassette written before roles named a scenario file by its place held a path-and-bytes hash
     if any(getattr(old.header, k) != getattr(again.header, k) for k in type(old.header).model_fields if k not in _STAMPS):
         return False
-    if again.header.temp_dirs and not old.header.temp_dirs:
-        return False  # recorded before the header named its temporary directory: rewritten once, to gain it
+    if again.header.paths and not old.header.paths:
+        return False  # recorded before the header named the environment's folders: rewritten once, to gain them
     if _error_keys(old) != _error_keys(again):
         return False  # what a replay raises an error with (not compared: kept for the replay) was recorded anew
-    temps = temp_dirs(old, again)  # both temporary directories read alike, as the differ reads them
-    if not same_value(normalise(old, temps=temps).as_json(), normalise(again, temps=temps).as_json()):  # by type, as the differ compares
+    paths = env_paths(old, again)  # both sides' folders read alike, as the differ reads them
+    if not same_value(normalise(old, paths=paths).as_json(), normalise(again, paths=paths).as_json()):  # by type, as the differ compares
         return False
     if [bool(ex.wire) for ex in old.exchanges] != [bool(ex.wire) for ex in again.exchanges]:
         return False  # HTTP exchanges kept now and not then (a cassette from before wire capture): rewritten

@@ -89,11 +89,13 @@ class Header(_Model):
     """The provider SDKs and HTTP clients loaded when a cassette with HTTP exchanges was recorded, by distribution
     (``{"openai": "3.60.0", "httpx2": "2.16.2"}``): they build the request the provider is sent, so a wire
     difference between two environments of one harness may be theirs. Empty for in-process models (not written)."""
-    temp_dirs: list[str] = []
-    """The system's temporary directory where this was recorded (``tempfile.gettempdir()``: ``$TMPDIR``, and its
-    resolved path where that differs): an environment fact, as a path a tool quotes below it (a workspace's
-    ``../outside.txt`` refused as ``/tmp/outside.txt``) names another folder under another ``TMPDIR``. The
-    normaliser reads it as ``<tempdir>``. Empty in cassettes recorded before this existed (then not written)."""
+    paths: dict[str, list[str]] = {}
+    """The environment's folders where this was recorded, each as given and resolved: ``tempdir``
+    (``tempfile.gettempdir()``, ``$TMPDIR``), ``project`` (the folder of the pyproject.toml the run read, else the
+    working directory), ``prefix`` (``sys.prefix``, the environment's packages) and ``home``. A path a tool quotes
+    below one (a workspace's ``../outside.txt`` refused as ``/tmp/outside.txt``, a traceback's ``File "/repo/…"``)
+    names another folder in another environment; the normaliser reads each as ``<tempdir>``, ``<project>``…
+    Empty in cassettes recorded before this existed (then not written)."""
 
 
 class WireRecord(_Model):
@@ -493,7 +495,7 @@ def to_wire(cassette: Cassette, *, share_messages: bool = False) -> dict[str, An
     else:  # a cassette without histories is written exactly as before they existed
         del data["histories"]
     data["header"]["format_version"] = version
-    for key in ("temp_dirs", "sdk_versions"):
+    for key in ("paths", "sdk_versions"):
         if not data["header"].get(key):
             data["header"].pop(key, None)  # a cassette without it (in-process, by hand) is written exactly as before
     return {"format": "harness-replay", "version": version, **data}

@@ -306,9 +306,9 @@ def _check_header(header: Any) -> None:
     defaults = header.get("schema_defaults")
     if defaults is not None:
         _schema_defaults(defaults)
-    temps = header.get("temp_dirs")
-    if temps is not None and (type(temps) is not list or not all(type(t) is str for t in temps)):
-        raise SchemaError("header.temp_dirs", f"expected an array of text, got {_kind(temps)}")
+    paths = header.get("paths")
+    if paths is not None:
+        _str_lists(paths, "header.paths")
     sdks = header.get("sdk_versions")
     if sdks is not None and (type(sdks) is not dict or not all(type(k) is str and type(v) is str for k, v in sdks.items())):
         raise SchemaError("header.sdk_versions", f"expected a map of text to text, got {_kind(sdks)}")

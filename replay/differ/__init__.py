@@ -21,7 +21,7 @@ from typing import Any, Literal
 from .. import _facts
 from .._conversations import in_conversations, interleaved_roles, turns_of
 from ..cassette import Cassette, Exchange, paused_gc
-from ..normaliser import NormalCassette, NormalRequest, Rules, digest, normalise, schema_for, temp_dirs
+from ..normaliser import NormalCassette, NormalRequest, Rules, digest, env_paths, normalise, schema_for
 from ..wire.cache import CacheChange, Price, RequestCost, Tokenizer, Tokens, equivalent_costs, request_costs, total
 from ..wire.cache import compare as compare_cache
 from ..wire.compare import WireChange
@@ -519,9 +519,9 @@ def _diff(
         return _diff_equivalent(ca, cb, rules, a_label, b_label, tokenizer)
     # Roles with concurrent conversations on either side are listed conversation by conversation on both.
     conversations = interleaved_roles(ca) | interleaved_roles(cb)
-    temps = temp_dirs(ca, cb)  # both sides' temporary directories, read alike on both
-    na = a if isinstance(a, NormalCassette) else normalise(a, rules, schema_for(a, cb), conversations, temps)
-    nb = b if isinstance(b, NormalCassette) else normalise(b, rules, schema_for(b, ca), conversations, temps)
+    paths = env_paths(ca, cb)  # both sides' environment folders, read alike on both
+    na = a if isinstance(a, NormalCassette) else normalise(a, rules, schema_for(a, cb), conversations, paths)
+    nb = b if isinstance(b, NormalCassette) else normalise(b, rules, schema_for(b, ca), conversations, paths)
     differ = _Differ()
     roles = sorted(set(na.requests) | set(nb.requests))
     counts = [RoleCount(r, len(na.requests.get(r, [])), len(nb.requests.get(r, []))) for r in roles]

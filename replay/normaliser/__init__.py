@@ -168,11 +168,12 @@ class Aliases:
     workspaces: tuple[str, ...] = ()
     """Absolute roots of the workspaces the cassette's runs worked in (``ModelResponse.workspace_ref``): a
     tool quoting one ("outside the project root /tmp/ws-9djk8cbp") names a new temp dir in every run."""
-    temp_dirs: tuple[str, ...] = ()
-    """The system's temporary directories the compared cassettes were recorded under (:func:`temp_dirs`): a path
-    a tool quotes below one ("`/tmp/outside.txt` is outside the project root", the parent of a workspace made
-    with ``mkdtemp``) names another folder under another ``TMPDIR``. Read as ``<tempdir>``, as a whole path
-    component (``/var/tmp`` and ``/tmpfs`` are not ``/tmp``), after the workspace roots inside it."""
+    env_paths: tuple[tuple[str, str], ...] = ()
+    """The environment's folders the compared cassettes were recorded in, each with its name, longest first
+    (:func:`env_paths`): a path a tool quotes below one ("`/tmp/outside.txt` is outside the project root", the
+    parent of a workspace made with ``mkdtemp``; a traceback's ``File "/repo/app/tools.py"``) names another folder
+    in another environment. Read as ``<tempdir>``, ``<project>``…, as a whole path component (``/var/tmp`` and
+    ``/tmpfs`` are not ``/tmp``), after the workspace roots inside them."""
     used: int = 0
     """How many values were aliased so far: a value normalised without any is a function of its
     content alone, whatever came before it in the cassette (``replay._facts`` shares those)."""
@@ -202,18 +203,19 @@ class Aliases:
         return self._ordinal(self.pids, m.group(0), "pid")
 
     def __post_init__(self) -> None:
-        self._temp_dir = (re.compile(r"(?<![\w.~-])(?:%s)(?![\w.-])" % "|".join(map(re.escape, self.temp_dirs)))
-                      if self.temp_dirs else None)
+        self._names = dict(self.env_paths)
+        self._temp_dir = (re.compile(r"(?<![\w.~-])(?:%s)(?![\w.-])" % "|".join(re.escape(p) for p, _ in self.env_paths))
+                          if self.env_paths else None)
 
     def _paths(self, value: str) -> str:
-        """The workspace roots (longest first), then the temporary directory, as placeholders."""
+        """The workspace roots (longest first), then the environment's folders (longest first), as placeholders."""
         for k, root in enumerate(self.workspaces):
             if root in value:
                 self.used += 1
                 value = value.replace(root, f"<workspace#{k + 1}>")
         if self._temp_dir is not None and self._temp_dir.search(value):
             self.used += 1
-            value = self._temp_dir.sub("<tempdir>", value)
+            value = self._temp_dir.sub(lambda m: f"<{self._names[m.group(0)]}>", value)
         return value
 
     def text(self, value: str) -> str:
@@ -329,12 +331,16 @@ class Normaliser:
     """
 
     def __init__(
-        self, rules: Rules = Rules(), schema: Schema = EMPTY, workspaces: tuple[str, ...] = (), temps: tuple[str, ...] = ()
+        self,
+        rules: Rules = Rules(),
+        schema: Schema = EMPTY,
+        workspaces: tuple[str, ...] = (),
+        paths: tuple[tuple[str, str], ...] = (),
     ) -> None:
         self.rules = rules
         self._ignore_keys = rules.keys
-        self.aliases = Aliases(workspaces=workspaces, temp_dirs=temps)
-        self._rooted = bool(workspaces) or bool(temps)  # a path may hold no other mark (a TMPDIR of /scratch)
+        self.aliases = Aliases(workspaces=workspaces, env_paths=paths)
+        self._rooted = bool(workspaces) or bool(paths)  # a path may hold no other mark (a TMPDIR of /scratch)
         self.schema = schema
         self._dropped: dict[str, bool] = {}
 
@@ -574,16 +580,22 @@ def workspace_roots(cassette: Cassette) -> tuple[str, ...]:
     return tuple(sorted(roots, key=len, reverse=True))
 
 
-def temp_dirs(*cassettes: Cassette) -> tuple[str, ...]:
-    """The temporary directories the cassettes were recorded under (``header.temp_dirs``), longest first. The
-    differ gives both sides both sides' (a scenario's own ``/tmp/notes.txt`` is read alike on both when one
+_PATH_NAMES = ("prefix", "project", "home", "tempdir")
+"""The environment's folders a header names (``Header.paths``), in the order a folder named twice takes its name
+(a checkout that is the home folder is ``<project>``)."""
+
+
+def env_paths(*cassettes: Cassette) -> tuple[tuple[str, str], ...]:
+    """The environment's folders the cassettes were recorded in (``header.paths``) with their names, longest first.
+    The differ gives both sides both sides' (a scenario's own ``/tmp/notes.txt`` is read alike on both when one
     side's ``TMPDIR`` was ``/tmp`` and the other's not); a path of no component (``/``) is none."""
-    dirs: dict[str, None] = {}
-    for c in cassettes:
-        for d in c.header.temp_dirs:
-            if isinstance(d, str) and d.startswith("/") and len(d := d.rstrip("/")) > 1:
-                dirs.setdefault(d, None)
-    return tuple(sorted(dirs, key=len, reverse=True))
+    dirs: dict[str, str] = {}
+    for name in _PATH_NAMES:
+        for c in cassettes:
+            for d in c.header.paths.get(name, ()):
+                if isinstance(d, str) and d.startswith("/") and len(d := d.rstrip("/")) > 1:
+                    dirs.setdefault(d, name)
+    return tuple(sorted(dirs.items(), key=lambda item: len(item[0]), reverse=True))
 
 
 _COMPARED_HEADER = ("scenario_id", "harness_version", "slim_version", "mode")
@@ -654,7 +666,7 @@ def normalise(
     rules: Rules = Rules(),
     schema: Schema | None = None,
     conversations: Collection[str] | None = None,
-    temps: tuple[str, ...] | None = None,
+    paths: tuple[tuple[str, str], ...] | None = None,
 ) -> NormalCassette:
     """Normalise every table entry once, then assemble requests from them.
 
@@ -665,17 +677,21 @@ def normalise(
     default those whose requests alternate between concurrent conversations in this cassette;
     the differ passes the roles either side interleaves, so both list them alike. Generated ids
     are then aliased in that order too, not in the order concurrent answers happened to arrive.
-    ``temps``: the temporary directories read as ``<tempdir>``, by default the cassette's own
-    (:func:`temp_dirs`); the differ passes both sides'.
+    ``paths``: the environment's folders read as ``<tempdir>``, ``<project>``…, by default the cassette's own
+    (:func:`env_paths`); the differ passes both sides'.
     """
     with paused_gc():
-        return _normalise(cassette, rules, schema, conversations, temp_dirs(cassette) if temps is None else temps)
+        return _normalise(cassette, rules, schema, conversations, env_paths(cassette) if paths is None else paths)
 
 
 def _normalise(
-    cassette: Cassette, rules: Rules, schema: Schema | None, conversations: Collection[str] | None, temps: tuple[str, ...]
+    cassette: Cassette,
+    rules: Rules,
+    schema: Schema | None,
+    conversations: Collection[str] | None,
+    paths: tuple[tuple[str, str], ...],
 ) -> NormalCassette:
-    n = Normaliser(rules, schema if schema is not None else schema_for(cassette), workspace_roots(cassette), temps)
+    n = Normaliser(rules, schema if schema is not None else schema_for(cassette), workspace_roots(cassette), paths)
     exchanges: list[Exchange] = cassette.exchanges
     order = None
     if conversations is None or conversations:

@@ -814,14 +814,22 @@ def _static_header() -> dict[str, Any]:
     }
 
 
-def _temp_dirs() -> list[str]:
-    """Where ``tempfile`` makes its folders here, as given and resolved (``/var/folders/…`` is ``/private/var/…``)."""
-    given = tempfile.gettempdir()
-    try:
-        resolved = os.path.realpath(given)
-    except OSError:
-        resolved = given
-    return list(dict.fromkeys((given, resolved)))
+def env_paths() -> dict[str, list[str]]:
+    """This environment's folders (see ``Header.paths``), each as given and resolved (``/var/folders/…`` is
+    ``/private/var/…``)."""
+    from ..config import find_pyproject
+
+    pyproject = find_pyproject()
+    found = {"tempdir": tempfile.gettempdir(), "project": str(pyproject.parent if pyproject is not None else Path.cwd()),
+             "prefix": sys.prefix, "home": os.path.expanduser("~")}
+    out = {}
+    for key, given in found.items():
+        try:
+            resolved = os.path.realpath(given)
+        except OSError:
+            resolved = given
+        out[key] = list(dict.fromkeys((given, resolved)))
+    return out
 
 
 _SDKS = {"openai": "openai", "anthropic": "anthropic", "groq": "groq", "mistralai": "mistralai", "google.genai": "google-genai",
@@ -840,7 +848,7 @@ def sdk_versions() -> dict[str, str]:
 
 def base_header(**fields: Any) -> Header:
     return Header(**_static_header(), created_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-                  temp_dirs=_temp_dirs(), **fields)
+                  paths=env_paths(), **fields)
 
 
 @contextmanager

@@ -19,7 +19,7 @@ from typing import Any, Literal
 import msgpack
 
 from ..cassette import Cassette, Exchange
-from ..normaliser import _GENERATED_ID, VOLATILE_KEYS, Aliases, Rules, temp_dirs, workspace_roots
+from ..normaliser import _GENERATED_ID, VOLATILE_KEYS, Aliases, Rules, env_paths, workspace_roots
 from .store import request_body
 
 _WIRE_ID = _GENERATED_ID  # one shape for both levels: they drifted apart (the message level missed Ollama's ids)
@@ -76,9 +76,9 @@ class _Aliases:
     ``LocalWorkspace`` (a refused path quoted back with the root) read ``changed`` at the wire on every
     replay, on the recording's own version, where the messages read the same."""
 
-    def __init__(self, workspaces: tuple[str, ...] = (), temps: tuple[str, ...] = ()) -> None:
+    def __init__(self, workspaces: tuple[str, ...] = (), paths: tuple[tuple[str, str], ...] = ()) -> None:
         self.ids: dict[str, str] = {}
-        self.texts = Aliases(workspaces=workspaces, temp_dirs=temps)
+        self.texts = Aliases(workspaces=workspaces, env_paths=paths)
 
     def value(self, value: Any, ignore: frozenset[str]) -> Any:
         if isinstance(value, dict):
@@ -264,7 +264,7 @@ class NormalBodies:
 
     def __init__(self, cassette: Cassette, rules: Rules = Rules()) -> None:
         self.cassette, self.ignore = cassette, rules.keys
-        self.aliases = _Aliases(workspace_roots(cassette), temp_dirs(cassette))
+        self.aliases = _Aliases(workspace_roots(cassette), env_paths(cassette))
         self.calls = {(ex.role, ex.index): ex for ex in cassette.exchanges if ex.wire}
 
     def of(self, role: str, index: int) -> list[tuple[str, str, Any]]:
@@ -298,8 +298,8 @@ def compare(
     ``paired``: A's call (role, index) → B's index, as the message-level diff paired them where a role
     holds concurrent conversations (each side's calls in its own arrival order); else by ordinal."""
     changes: list[WireChange] = []
-    temps = temp_dirs(a, b)  # both sides' temporary directories, as the message-level diff reads them
-    alias_a, alias_b = _Aliases(workspace_roots(a), temps), _Aliases(workspace_roots(b), temps)
+    paths = env_paths(a, b)  # both sides' environment folders, as the message-level diff reads them
+    alias_a, alias_b = _Aliases(workspace_roots(a), paths), _Aliases(workspace_roots(b), paths)
     ignore = rules.keys
     roles_b = b.by_role()
     for role, xs in a.by_role().items():

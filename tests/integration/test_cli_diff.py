@@ -9,6 +9,7 @@ from pathlib import Path
 from conftest import ROOT
 
 from replay.cassette import load
+from replay.normaliser import normalise
 
 OLD = ROOT / "tests" / "fixtures" / "harness-0.54.0"
 NEW = ROOT / "cassettes"
@@ -777,31 +778,63 @@ def test_an_instructions_edit_is_one_line_though_slim_sends_it_twice(cli) -> Non
     assert "main[0].parameters.instruction_parts[0].content" in paths and "main[0].messages[0].instructions" in paths
 
 
-def test_the_same_run_under_another_tmpdir_is_the_same(cli) -> None:
-    """trust/workspace and wire_trust/workspace (a LocalWorkspace made with mkdtemp, in process and over HTTP) recorded
-    on 0.62.0 in this repository's environment (tests/fixtures/tmpdir/tmp: Python 3.11, TMPDIR unset) and in another
-    (tmpdir/elsewhere: Python 3.13, TMPDIR=/tmp/replay-tmpdir-b, another TZ, LANG, PYTHONHASHSEED, HOME, user, hostname
-    and checkout path). The refusal of ``../outside.txt`` names the workspace's parent, ``$TMPDIR/outside.txt``: every
-    request after the first read ``changed``, in the messages and on the wire, for the very same behaviour."""
-    here, there = FIXTURES / "tmpdir/tmp", FIXTURES / "tmpdir/elsewhere"
-    for sid in ("trust/workspace", "wire_trust/workspace"):
-        a, b = load(here / f"{sid}.cassette"), load(there / f"{sid}.cassette")
-        assert (a.header.temp_dirs, b.header.temp_dirs) == (["/tmp"], ["/tmp/replay-tmpdir-b"])
-        assert "/tmp/replay-tmpdir-b/outside.txt" in json.dumps(b.messages)  # the shape: the path does differ
-        doc = _diff_json(cli, here / f"{sid}.cassette", there / f"{sid}.cassette")
+
+ENV = FIXTURES / "env"
+"""One harness (0.62.0), several environments (tests/fixtures/env/README.md): ``here`` is this repository's."""
+
+
+def test_the_same_run_in_another_environment_is_the_same(cli) -> None:
+    """trust/workspace and wire_trust/workspace (a LocalWorkspace made with mkdtemp, in process and over HTTP) and
+    env/traceback_text (a tool returning its traceback) recorded here and ``elsewhere``: Python 3.13,
+    TMPDIR=/tmp/replay-tmpdir-b, another checkout path, venv, HOME, TZ, LANG, PYTHONHASHSEED, user and hostname. The
+    refusal of ``../outside.txt`` names the workspace's parent, ``$TMPDIR/outside.txt``, and the traceback this
+    checkout's file: every request after the first read ``changed``, in the messages and on the wire."""
+    for sid in ("trust/workspace", "wire_trust/workspace", "env/traceback_text"):
+        a, b = load(ENV / f"here/{sid}.cassette"), load(ENV / f"elsewhere/{sid}.cassette")
+        assert (a.header.paths["tempdir"], b.header.paths["tempdir"]) == (["/tmp"], ["/tmp/replay-tmpdir-b"])
+        assert a.header.paths["project"] != b.header.paths["project"]
+        # the shape: the texts do differ
+        assert json.dumps(a.messages).count(a.header.paths["tempdir"][0] + "/") > 0
+        assert b.header.paths["tempdir"][0] in json.dumps(b.messages) or b.header.paths["project"][0] in json.dumps(b.messages)
+        doc = _diff_json(cli, ENV / f"here/{sid}.cassette", ENV / f"elsewhere/{sid}.cassette")
         assert doc["status"] == "same" and not doc["requests"] and not doc.get("wire"), (sid, doc["requests"], doc.get("wire"))
-        # control: what a harness version changed is still read against the other environment's recording
-        old = _diff_json(cli, FIXTURES / f"harness-0.59.0/{sid}.cassette", there / f"{sid}.cassette")
-        assert old["status"] == "changed", sid
-    # across versions too: 0.60.0 sends what 0.62.0 sends (the fixtures of harness-*/wire_trust/workspace, recorded
-    # here with TMPDIR unset), and the other environment's 0.62.0 recording reads so
+    # control: what a harness version changed is still read against the other environment's recording
+    for sid in ("trust/workspace", "wire_trust/workspace"):
+        assert _diff_json(cli, FIXTURES / f"harness-0.59.0/{sid}.cassette", ENV / f"elsewhere/{sid}.cassette")["status"] == "changed"
+    # across versions too: 0.60.0 sends what 0.62.0 sends (recorded here), and the other environment's recording reads so
     assert _diff_json(cli, FIXTURES / "harness-0.60.0/wire_trust/workspace.cassette",
-                      there / "wire_trust/workspace.cassette")["status"] == "same"
+                      ENV / "elsewhere/wire_trust/workspace.cassette")["status"] == "same"
     # replayed here, on the installed harness, the other environment's recordings are its behaviour
-    for scenarios in ("trust.py", "wire_trust.py"):
-        r = cli("run", FIXTURES / "scenarios" / scenarios, "--cassettes", there, "--format", "json")
-        cells = {sid: cell["status"] for sid, cell in json.loads(r.out)["scenarios"].items() if sid.endswith("/workspace")}
-        assert list(cells.values()) == ["same"], r.out[-2000:]
+    for scenarios in ("trust.py", "wire_trust.py", "env_trust.py"):
+        r = cli("run", FIXTURES / "scenarios" / scenarios, "--cassettes", ENV / "elsewhere", "--format", "json")
+        cells = {sid: c["status"] for sid, c in json.loads(r.out)["scenarios"].items() if (ENV / f"elsewhere/{sid}.cassette").exists()}
+        assert cells and set(cells.values()) == {"same"}, r.out[-2000:]
+
+
+def test_a_checkout_in_another_folder_is_the_same(cli) -> None:
+    """env/traceback_text recorded here and from a clone at another path (same Python, venv, TMPDIR): the traceback
+    names the scenario file by its absolute path, so the checkout's place read ``changed``. Control: the file's line
+    and the error are still compared (the traceback's text)."""
+    a, b = ENV / "here/env/traceback_text.cassette", ENV / "checkout/env/traceback_text.cassette"
+    assert load(a).header.paths["project"] != load(b).header.paths["project"]
+    doc = _diff_json(cli, a, b)
+    assert doc["status"] == "same" and not doc["requests"], doc["requests"]
+    assert 'File \\"<project>/tests/fixtures/scenarios/env_trust.py\\", line' in json.dumps(
+        normalise(load(b)).requests["main"][1].body)
+
+
+def test_the_same_run_under_another_pydantic_is_the_same(cli) -> None:
+    """env/validation_text recorded on 0.62.0 under pydantic 2.14.4 (here) and 2.13.0 (both allowed by slim 2.62): the
+    tool's ``str(validation_error)`` ends with pydantic's link naming its own minor, and the same behaviour read
+    ``changed`` (``…errors.pydantic.dev/2.14/v/int_parsing → …/2.13/v/int_parsing``)."""
+    new, old = ENV / "here/env/validation_text.cassette", ENV / "pydantic-2.13.0/env/validation_text.cassette"
+    assert "errors.pydantic.dev/2.13/" in json.dumps(load(old).messages)  # the shape: the link does differ
+    assert "errors.pydantic.dev/2.14/" in json.dumps(load(new).messages)
+    doc = _diff_json(cli, new, old)
+    assert doc["status"] == "same" and not doc["requests"], doc["requests"]
+    r = cli("run", FIXTURES / "scenarios" / "env_trust.py", "--cassettes", ENV / "pydantic-2.13.0", "--format", "json")
+    assert {sid: c["status"] for sid, c in json.loads(r.out)["scenarios"].items()} == {
+        "env/validation_text": "same", "env/traceback_text": "same"}, r.out[-2000:]
 
 
 def test_a_wire_change_between_provider_sdks_is_not_blamed_on_the_scenario(cli) -> None:
@@ -810,7 +843,7 @@ def test_a_wire_change_between_provider_sdks_is_not_blamed_on_the_scenario(cli) 
     ``changed``. The report said both sides ran one harness and slim, so "the change comes from the scenario (…)
     not the harness; `replay record --check-determinism 3` tells the two apart" — which finds nothing: the header now
     names the provider SDKs a wire cassette was recorded with, and the report names the one that moved."""
-    new, old = (FIXTURES / f"sdk/anthropic-{v}/wire_env/anthropic_tool.cassette" for v in ("2.16.0", "1.15.0"))
+    new, old = ENV / "here/wire_env/anthropic_tool.cassette", ENV / "anthropic-1.15.0/wire_env/anthropic_tool.cassette"
     assert (load(new).header.sdk_versions["anthropic"], load(old).header.sdk_versions["anthropic"]) == ("2.16.0", "1.15.0")
     doc = _diff_json(cli, new, old)
     assert doc["status"] == "changed" and {w["path"] for w in doc["wire"]} == {"endpoint", "headers.anthropic-version"}
@@ -819,16 +852,3 @@ def test_a_wire_change_between_provider_sdks_is_not_blamed_on_the_scenario(cli) 
     # control: one recording against itself is the same, and names nothing
     same = _diff_json(cli, new, new)
     assert same["status"] == "same" and not same["warnings"]
-
-
-def test_the_same_run_under_another_pydantic_is_the_same(cli) -> None:
-    """env/validation_text recorded on 0.62.0 under pydantic 2.14.4 and 2.13.0 (both allowed by slim 2.62): the tool's
-    ``str(validation_error)`` ends with pydantic's link naming its own minor, and the same behaviour read ``changed``
-    (``…errors.pydantic.dev/2.14/v/int_parsing → …/2.13/v/int_parsing``)."""
-    new, old = (FIXTURES / f"pydantic/{v}/env/validation_text.cassette" for v in ("2.14.4", "2.13.0"))
-    assert "errors.pydantic.dev/2.13/" in json.dumps(load(old).messages)  # the shape: the link does differ
-    assert "errors.pydantic.dev/2.14/" in json.dumps(load(new).messages)
-    doc = _diff_json(cli, new, old)
-    assert doc["status"] == "same" and not doc["requests"], doc["requests"]
-    r = cli("run", FIXTURES / "scenarios" / "env_trust.py", "--cassettes", FIXTURES / "pydantic/2.13.0", "--format", "json")
-    assert {sid: c["status"] for sid, c in json.loads(r.out)["scenarios"].items()} == {"env/validation_text": "same"}, r.out[-2000:]

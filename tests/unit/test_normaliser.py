@@ -704,9 +704,9 @@ def test_a_measured_span_is_dropped_from_pydantic_ais_values_only() -> None:
     assert n.root(call, "message")["parts"][0]["args"] == {"duration_seconds": 30, "elapsed_ms": 5}
 
 
-def _tool_result_cassette(text: str, temp_dirs: list[str]) -> Cassette:
+def _tool_result_cassette(text: str, temp_dirs: list[str], **paths: list[str]) -> Cassette:
     """One request re-sending a tool's result ``text``, recorded where ``tempfile.gettempdir()`` was ``temp_dirs``."""
-    b = CassetteBuilder(Header(scenario_id="unit/tmp", temp_dirs=temp_dirs))
+    b = CassetteBuilder(Header(scenario_id="unit/tmp", paths={"tempdir": temp_dirs, **paths}))
     call = {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "read", "tool_call_id": "c1", "args": {}}]}
     ret = {"kind": "request", "parts": [{"part_kind": "tool-return", "tool_name": "read", "tool_call_id": "c1", "content": text}]}
     first = {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "read ../outside.txt"}]}
@@ -734,15 +734,38 @@ def test_a_path_below_the_temporary_directory_is_read_alike_under_another_tmpdir
 
 
 def test_the_temporary_directory_is_replaced_only_as_a_whole_path_component() -> None:
-    n = Normaliser(temps=("/tmp/tmpB", "/tmp"))
+    n = Normaliser(paths=(("/tmp/tmpB", "tempdir"), ("/tmp", "tempdir")))
     assert n.value("/tmp/outside.txt, /tmp/tmpB/x, file:///tmp/y, '/tmp'") == (
         "<tempdir>/outside.txt, <tempdir>/x, file://<tempdir>/y, '<tempdir>'")
     untouched = "/var/tmp/x /tmpfs/y /tmp.txt ~/tmp/z /tmp-old/w /srv/tmp"
     assert n.value(untouched) == untouched
     # a header naming no folder (``/``, a relative path) names none
-    from replay.normaliser import temp_dirs
+    from replay.normaliser import env_paths
 
-    assert temp_dirs(_tool_result_cassette("x", ["/", "tmp", "/tmp/", "/tmp"])) == ("/tmp",)
+    assert env_paths(_tool_result_cassette("x", ["/", "tmp", "/tmp/", "/tmp"])) == (("/tmp", "tempdir"),)
+
+
+def test_the_project_checkout_venv_and_home_are_read_by_name() -> None:
+    """A tool returning a traceback names the scenario's file by its absolute path (``File "/repo/app/tools.py"``),
+    and a library's by the environment's (``/repo/.venv/lib/…``): a checkout in another folder read ``changed``. The
+    header names the project (its pyproject.toml's folder), ``sys.prefix`` and the home folder too; the longest
+    folder a path is under names it."""
+    from replay.differ import diff
+    from replay.normaliser import env_paths
+
+    tb = 'File "{0}/app/tools.py", line 54, in lookup\nFile "{0}/.venv/lib/python3.11/site-packages/x.py", line 3'
+    a = _tool_result_cassette(tb.format("/home/ci/repo"), ["/tmp"], project=["/home/ci/repo"],
+                              prefix=["/home/ci/repo/.venv"], home=["/home/ci"])
+    b = _tool_result_cassette(tb.format("/srv/checkout"), ["/tmp"], project=["/srv/checkout"],
+                              prefix=["/srv/checkout/.venv"], home=["/root"])
+    assert not diff(a, b).changed
+    assert env_paths(a)[:2] == (("/home/ci/repo/.venv", "prefix"), ("/home/ci/repo", "project"))
+    body = json.dumps(normalise(a, paths=env_paths(a, b)).requests["main"][0].body)
+    assert 'File \\"<project>/app/tools.py\\"' in body and "<prefix>/lib/python3.11" in body
+    # controls: another file of the project is a change; so is the same text where the headers name no project
+    assert diff(a, _tool_result_cassette(tb.format("/srv/checkout").replace("tools", "views"), ["/tmp"],
+                                         project=["/srv/checkout"], prefix=["/srv/checkout/.venv"])).changed
+    assert diff(_tool_result_cassette(tb.format("/home/ci/repo"), []), _tool_result_cassette(tb.format("/srv/checkout"), [])).changed
 
 
 def test_a_temporary_directory_without_tmp_in_its_name_is_read_too() -> None:
