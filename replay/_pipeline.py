@@ -207,6 +207,8 @@ def _environment(a: Cassette, b: Cassette) -> list[str]:
     tool's JSON schema, serialisation), a provider SDK or HTTP client both loaded (the request it builds)."""
     ha, hb = a.header, b.header
     out = []
+    if ha.python_version and hb.python_version and ha.python_version.split(".")[:2] != hb.python_version.split(".")[:2]:
+        out.append(f"Python {ha.python_version} → {hb.python_version}")
     if ha.pydantic_version and hb.pydantic_version and ha.pydantic_version != hb.pydantic_version:
         out.append(f"pydantic {ha.pydantic_version} → {hb.pydantic_version}")
     sa, sb = ha.sdk_versions, hb.sdk_versions
@@ -216,7 +218,7 @@ def _environment(a: Cassette, b: Cassette) -> list[str]:
 
 def environment_warning(a: Cassette, b: Cassette, d: Diff) -> list[str]:
     """A change where a library that builds the request differs between the sides: say it may be the library's."""
-    moved = _environment(a, b)
+    moved = [m for m in _environment(a, b) if not m.startswith("Python ")]  # `python_warning` names the Python
     if not d.changed or not moved:
         return []
     return [f"the two sides ran other versions of {', '.join(moved)}: a difference may come from them (the request "
@@ -237,7 +239,7 @@ def same_versions_warning(a: Cassette, b: Cassette, d: Diff) -> list[str]:
     if source_edited(a, b):
         return []  # the differ's own warning names the edit; `--check-determinism` would find nothing
     if _environment(a, b):
-        return []  # `environment_warning` names the libraries that differ: not necessarily the scenario
+        return []  # `environment_warning`, `python_warning` name what differs: not necessarily the scenario
     return [f"both sides ran harness {ha.harness_version} and pydantic-ai-slim {ha.slim_version}: the change comes from "
             "the scenario (its code or helpers, its inputs, or something unseeded: set order, the clock, random), "
             "not the harness; `replay record --check-determinism 3` tells the two apart"]

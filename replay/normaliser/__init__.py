@@ -111,6 +111,18 @@ def without_pydantic_versions(text: str) -> str:
     return _PYDANTIC_DOCS.sub("<version>", text) if _PYDANTIC_DOCS_MARK in text else text
 
 
+_CARETS = re.compile(r"^[ \t]*[~^]+[ \t]*(?:\n|\Z)", re.M)
+"""A line of a Python traceback that only points at a span of the line above (``           ^^^^^^^^^``): 3.11 draws
+one under a call that is the whole line, 3.13 leaves it out, so one tool returning ``traceback.format_exc()`` sent
+another text under each Python. Left out; the lines it points into are still compared."""
+_TRACEBACK_MARK = 'File "'
+
+
+def without_carets(text: str) -> str:
+    """``text`` without the position lines of a Python traceback it holds (see ``_CARETS``)."""
+    return _CARETS.sub("", text) if _TRACEBACK_MARK in text and ("^" in text or "~" in text) else text
+
+
 def without_addresses(text: str) -> str:
     """``text`` with every object address replaced (see ``_ADDRESS``)."""
     return _ADDRESS.sub(" at 0x<address>", text) if _ADDRESS_MARK in text else text
@@ -230,6 +242,8 @@ class Aliases:
             value = without_addresses(value)
         if _PYDANTIC_DOCS_MARK in value:
             value = without_pydantic_versions(value)
+        if _TRACEBACK_MARK in value:
+            value = without_carets(value)
         if _MODULE_MARK in value:
             value = stable_names_in(value)
         if _TEMP_MARK in value:
@@ -362,7 +376,7 @@ class Normaliser:
         if t is list:
             return [self.value(item, kind) for item in value]
         if t is str:
-            return self.aliases.text(value) if "-" in value or "<secret:" in value or _ADDRESS_MARK in value or _TEMP_MARK in value or _MODULE_MARK in value or _PYDANTIC_DOCS_MARK in value or has_process_id(value) or (
+            return self.aliases.text(value) if "-" in value or "<secret:" in value or _ADDRESS_MARK in value or _TEMP_MARK in value or _MODULE_MARK in value or _PYDANTIC_DOCS_MARK in value or _TRACEBACK_MARK in value or has_process_id(value) or (
                 self._rooted(value)) else value
         if isinstance(value, dict):
             return self._dict(value, kind)
@@ -447,7 +461,7 @@ class Normaliser:
                     continue
                 if key == "error" and item[:5] == "Model":  # a FallbackModel's failed attempt: 'Class: message'
                     item = _attempt_error(item)
-                out[key] = self.aliases.text(item) if "-" in item or "<secret:" in item or _ADDRESS_MARK in item or _TEMP_MARK in item or _MODULE_MARK in item or _PYDANTIC_DOCS_MARK in item or has_process_id(item) or (
+                out[key] = self.aliases.text(item) if "-" in item or "<secret:" in item or _ADDRESS_MARK in item or _TEMP_MARK in item or _MODULE_MARK in item or _PYDANTIC_DOCS_MARK in item or _TRACEBACK_MARK in item or has_process_id(item) or (
                     self._rooted(item)) else item
                 continue
             if t is int or t is float or t is bool:

@@ -792,3 +792,17 @@ def test_the_pydantic_version_in_a_validation_errors_link_is_not_a_change() -> N
     assert not diff(a, _tool_result_cassette(said.format("2.13", "int_parsing"), [])).changed
     assert diff(a, _tool_result_cassette(said.format("2.13", "missing"), [])).changed  # control: another error
     assert Normaliser().value("see https://errors.pydantic.dev/2.13/v/missing") == "see https://errors.pydantic.dev/<version>/v/missing"
+
+
+def test_a_tracebacks_position_lines_are_not_compared() -> None:
+    """Python 3.11 draws ``^^^^^^^^^^`` under a frame's line that is one call, 3.13 nothing: a tool returning
+    ``traceback.format_exc()`` sent another text under each. The lines themselves are still compared."""
+    from replay.differ import diff
+
+    tb = ('Traceback (most recent call last):\n  File "/app/tools.py", line 9, in lookup\n    return _fail(key)\n{}'
+          '  File "/app/tools.py", line 4, in _fail\n    raise KeyError(key)\nKeyError: \'plan\'\n')
+    py311, py313 = tb.format("           ^^^^^^^^^^\n"), tb.format("")
+    assert Normaliser().value(py311) == Normaliser().value(py313) == py313
+    assert not diff(_tool_result_cassette(py311, []), _tool_result_cassette(py313, [])).changed
+    assert diff(_tool_result_cassette(py311, []), _tool_result_cassette(py313.replace("line 9", "line 10"), [])).changed
+    assert Normaliser().value("score: ^^^ high") == "score: ^^^ high"  # no traceback: kept
