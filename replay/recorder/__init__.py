@@ -889,6 +889,33 @@ def recording(path: str | Path | None = None, *, scenario_id: str | None = None)
                 save_readable(finalize(session.cassette), path, limits(load_config()))
 
 
+def _named_folders(cassette: Cassette) -> dict[str, list[str]]:
+    """The header's folders that the recording itself names somewhere (a message, a wire body, an
+    observation, an error), each as the text would hold it: raw or JSON-escaped.
+
+    Only those are the normaliser's business, and a cassette goes into a pull request: one whose
+    content names no folder should not carry the machine's home folder (its user name), checkout
+    and venv paths, nor change in ``git diff`` when a colleague records it elsewhere."""
+    from ..cassette import CassetteError, dumps
+
+    folders = cassette.header.paths
+    if not folders:
+        return folders
+    cassette.header.paths = {}
+    try:
+        body = dumps(cassette)
+    except CassetteError:  # a value no cassette can hold: writing it fails, and says so, as before
+        return folders
+    finally:
+        cassette.header.paths = folders
+
+    def named(folder: str) -> bool:
+        forms = {folder, json.dumps(folder)[1:-1], json.dumps(folder, ensure_ascii=False)[1:-1]}
+        return any(f.encode("utf-8", "surrogatepass") in body for f in forms if f)
+
+    return {key: dirs for key, dirs in folders.items() if any(named(d) for d in dirs)}
+
+
 def finalize(cassette: Cassette, known: Cassette | None = None) -> Cassette:
     """Last step before a cassette is written: scrub credentials out of every value.
 
@@ -897,6 +924,7 @@ def finalize(cassette: Cassette, known: Cassette | None = None) -> Cassette:
     from ..scrub import ScrubConfig, scrub_cassette
 
     config = load_config()
+    cassette.header.paths = _named_folders(cassette)
     if any(ex.wire for ex in cassette.exchanges) and not cassette.header.sdk_versions:
         cassette.header.sdk_versions = sdk_versions()  # loaded by now: a provider model imports its SDK when built
     return scrub_cassette(

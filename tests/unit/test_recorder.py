@@ -228,6 +228,31 @@ def test_recording_context_manager_writes_a_cassette(tmp_path: Path) -> None:
     assert [ex.role for ex in c.exchanges] == ["main"] and c.header.scenario_id == "adhoc"
 
 
+def test_the_header_keeps_only_the_folders_the_recording_names(tmp_path: Path) -> None:
+    """The environment's folders are the normaliser's business only where the recording quotes one; a cassette goes
+    into a pull request, so one that names none carries no home folder (its user name), checkout or venv path."""
+    import tempfile
+
+    quiet, quoting = tmp_path / "quiet.cassette", tmp_path / "quoting.cassette"
+    agent = Agent(FunctionModel(lambda m, i: text("hi")))
+    with replay.recording(quiet, scenario_id="quiet"):
+        asyncio.run(agent.run("hello"))
+    assert load(quiet).header.paths == {}
+    assert b"paths" not in quiet.read_bytes()  # not written at all: the file is as it was before the field existed
+
+    where = Path(tempfile.mkdtemp()) / "notes.txt"
+    tool = Agent(FunctionModel(lambda m, i: text("done") if len(m) > 1 else ModelResponse(parts=[ToolCallPart("save", {})])))
+
+    @tool.tool_plain
+    def save() -> str:
+        return f"saved to {where}"
+
+    with replay.recording(quoting, scenario_id="quoting"):
+        asyncio.run(tool.run("save it"))
+    paths = load(quoting).header.paths
+    assert tempfile.gettempdir() in paths["tempdir"] and not {"home", "prefix"} & set(paths), paths
+
+
 def _chat(turns: int) -> int:
     def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         return text(f"answer number {len(messages)} with some words in it")
