@@ -896,7 +896,8 @@ def _named_folders(cassette: Cassette) -> dict[str, list[str]]:
     Only those are the normaliser's business, and a cassette goes into a pull request: one whose
     content names no folder should not carry the machine's home folder (its user name), checkout
     and venv paths, nor change in ``git diff`` when a colleague records it elsewhere."""
-    from ..cassette import CassetteError, dumps
+    from ..cassette import dumps
+    from ..errors import CassetteError
 
     folders = cassette.header.paths
     if not folders:
