@@ -369,6 +369,16 @@ def _t(text: str) -> str:
     return rich_escape(visible(text))
 
 
+def _shared_warnings(reports: Sequence[ScenarioReport]) -> dict[str, int]:
+    """Warnings of a ``same`` verdict that several ``same`` verdicts share, with how many: said once, after the list.
+
+    Replayed on another Python, every scenario of a run carries the same "recorded on Python 3.11.7, replayed on
+    Python 3.13.0" line; printed under each, 55 bundled scenarios read as 110 lines and hid the one warning that was
+    a scenario's own. A changed verdict keeps its warnings under it, where they explain that change; JSON keeps all."""
+    counts = Counter(w for r in reports if r.status == "same" and r.diff is not None for w in dict.fromkeys(r.diff.warnings))
+    return {w: n for w, n in counts.items() if n > 1}
+
+
 def print_text(
     reports: Sequence[ScenarioReport], console: Console | None = None, *, details: bool = True, checks_only: bool = False
 ) -> None:
@@ -379,6 +389,7 @@ def print_text(
 
         console = Console(highlight=False, soft_wrap=True, emoji=False)
     seen = Counter(r.scenario_id for r in reports)
+    shared = _shared_warnings(reports)
     for r in reports:
         style = _STYLE[r.status]
         label = _CHECK_LABEL[r.status] if checks_only else r.status.upper()
@@ -391,11 +402,14 @@ def print_text(
                 console.print("         " + _t(line))
         elif r.diff is not None:
             for w in r.diff.warnings:
-                console.print("         [yellow]warning[/yellow] " + _t(w))
+                if w not in shared:
+                    console.print("         [yellow]warning[/yellow] " + _t(w))
             for line in violation_lines(r.diff):
                 console.print("         " + _t(line))
         for v in r.violations:
             console.print("         [red]violation[/red] " + _t(v.describe()))
+    for w, n in shared.items():
+        console.print(f"[yellow]warning[/yellow] ({n} same verdicts) " + _t(w))
     c = summary_counts(reports)
     if checks_only:
         console.print(f"{len(reports)} cassettes: {c['same']} ok, {c['changed']} with violations, {c['error']} error")

@@ -116,6 +116,37 @@ def test_a_same_verdicts_warning_is_in_markdown_as_in_text() -> None:
     assert "warning: the scenario was edited since the recording" in markdown(reports)
 
 
+def test_a_warning_many_same_verdicts_share_is_said_once() -> None:
+    """Replayed on another Python, each of 55 same verdicts printed "recorded on Python 3.11.7, replayed on Python
+    3.13.0 ..." under it. Shared by same verdicts: once, with their count; a scenario's own warning and a changed
+    verdict's stay under it; JSON keeps every one."""
+    import io
+
+    from rich.console import Console
+
+    from replay.reporter import print_text, reports_json
+
+    python = "recorded on Python 3.11.7, replayed on Python 3.13.0: a difference may come from the Python version"
+
+    def report(sid: str, status: str, *warnings: str) -> ScenarioReport:
+        d = Diff(sid, "recorded", "replayed", [RoleCount("main", 1, 1 if status == "same" else 2)], [], [], None, [])
+        d.warnings += warnings
+        return ScenarioReport(sid, status, diff=d)  # type: ignore[arg-type]
+
+    reports = [report(f"s/{i}", "same", python) for i in range(3)]
+    reports += [report("s/edited", "same", python, "the scenario was edited since the recording"), report("s/c", "changed", python)]
+    out = io.StringIO()
+    print_text(reports, Console(file=out, width=300))
+    text = out.getvalue()
+    assert text.count(python) == 2, text  # once for the four same verdicts, once under the changed one
+    assert f"warning (4 same verdicts) {python}" in text
+    assert text.index("s/edited") < text.index("the scenario was edited since the recording") < text.index("(4 same verdicts)")
+    assert reports_json(reports)["scenarios"]["s/0"]["warnings"] == [python]
+    one = io.StringIO()
+    print_text(reports[:1], Console(file=one, width=300))  # alone: under its scenario, as before
+    assert one.getvalue().count(python) == 1 and "same verdicts" not in one.getvalue()
+
+
 def test_an_annotation_names_the_lost_messages_as_the_markdown_row_does() -> None:
     """A request that lost U11: the step summary's row said `(lost U11)`, the annotation on the PR nothing."""
     from replay.reporter import github_annotations
