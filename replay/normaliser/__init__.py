@@ -111,16 +111,17 @@ def without_pydantic_versions(text: str) -> str:
     return _PYDANTIC_DOCS.sub("<version>", text) if _PYDANTIC_DOCS_MARK in text else text
 
 
-_CARETS = re.compile(r"^[ \t]*[~^]+[ \t]*(?:\n|\Z)", re.M)
+_CARETS = re.compile(r"^[ \t]*[~^]*\^[~^]*[ \t]*(?:\n|\Z)", re.M)
 """A line of a Python traceback that only points at a span of the line above (``           ^^^^^^^^^``): 3.11 draws
 one under a call that is the whole line, 3.13 leaves it out, so one tool returning ``traceback.format_exc()`` sent
-another text under each Python. Left out; the lines it points into are still compared."""
+another text under each Python. Left out; the lines it points into are still compared. A line of ``~`` alone is
+kept: Python's marks always hold a ``^`` (``~~~~^^^^~~``), a Markdown fence (``~~~``) in a text quoting a traceback does not."""
 _TRACEBACK_MARK = 'File "'
 
 
 def without_carets(text: str) -> str:
     """``text`` without the position lines of a Python traceback it holds (see ``_CARETS``)."""
-    return _CARETS.sub("", text) if _TRACEBACK_MARK in text and ("^" in text or "~" in text) else text
+    return _CARETS.sub("", text) if _TRACEBACK_MARK in text and "^" in text else text
 
 
 def without_addresses(text: str) -> str:

@@ -806,3 +806,7 @@ def test_a_tracebacks_position_lines_are_not_compared() -> None:
     assert not diff(_tool_result_cassette(py311, []), _tool_result_cassette(py313, [])).changed
     assert diff(_tool_result_cassette(py311, []), _tool_result_cassette(py313.replace("line 9", "line 10"), [])).changed
     assert Normaliser().value("score: ^^^ high") == "score: ^^^ high"  # no traceback: kept
+    mixed = tb.format("           ~~~~~^^^^^\n")  # 3.11's marks under a subscript: '~' and '^' together
+    assert Normaliser().value(mixed) == py313
+    fenced = "~~~\n" + py313 + "~~~\n"  # a Markdown fence around a quoted traceback is the text's own
+    assert Normaliser().value(fenced) == fenced
